@@ -1,0 +1,2 @@
+//! Placeholder replaced by the pipeline benchmark.
+fn main() {}

@@ -1,0 +1,439 @@
+//! Stripping of the prefixes that CI systems, loggers and multi-process launchers put in front of
+//! what a program printed. Each prefix removed is remembered in [`LineMeta`].
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use super::LineMeta;
+
+/// A log level taken from a logging prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// DEBUG / TRACE.
+    Debug,
+    /// INFO / NOTICE / glog `I`.
+    Info,
+    /// WARNING / WARN / glog `W`.
+    Warning,
+    /// ERROR / glog `E`.
+    Error,
+    /// CRITICAL / FATAL / glog `F`.
+    Critical,
+}
+
+impl Level {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "DEBUG" | "TRACE" => Self::Debug,
+            "INFO" | "NOTICE" | "I" => Self::Info,
+            "WARNING" | "WARN" | "W" => Self::Warning,
+            "ERROR" | "E" => Self::Error,
+            "CRITICAL" | "FATAL" | "F" => Self::Critical,
+            _ => return None,
+        })
+    }
+}
+
+/// A CI system's marker on a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CiMarker {
+    /// `##[error]` / `::error::`.
+    Error,
+    /// `##[warning]` / `::warning::`.
+    Warning,
+    /// `##[notice]`, `##[debug]`, `##[command]` and the like.
+    Note,
+    /// `##[group]`, `section_start:` (a folded section begins).
+    GroupStart,
+    /// `##[endgroup]`, `section_end:`.
+    GroupEnd,
+}
+
+impl CiMarker {
+    fn parse(s: &str) -> Self {
+        match s {
+            "error" => Self::Error,
+            "warning" => Self::Warning,
+            "group" | "section_start" => Self::GroupStart,
+            "endgroup" | "section_end" => Self::GroupEnd,
+            _ => Self::Note,
+        }
+    }
+}
+
+/// What one prefix pattern means.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A timestamp (ISO, bracketed, HF's `01/02/2024 03:04:05 -`, time of day).
+    Timestamp,
+    /// A log level that may only follow a timestamp (`- INFO -`); group 1 is the level.
+    LevelAfterTimestamp,
+    /// A log level that stands on its own (`[INFO]`, `WARNING:root:`); group 1 is the level.
+    Level,
+    /// glog / c10 / TensorFlow: group 1 is the level letter.
+    Glog,
+    /// GitHub / GitLab marker; group 1 is the marker name.
+    Ci,
+    /// Rank prefix; group 1 is the rank.
+    Rank,
+    /// A process label without a rank (`(RayWorkerWrapper pid=4009)`).
+    Process,
+}
+
+const LEVELS: &str = "DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE|TRACE";
+
+static PREFIXES: LazyLock<Vec<(Kind, Regex)>> = LazyLock::new(|| {
+    let specs: Vec<(Kind, String)> = vec![
+        // Ray's C++ logging: `[2025-04-15 00:31:11,815 E 808 17795] logging.cc:108: `.
+        (
+            Kind::Glog,
+            r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[.,]\d+ ([IWEF]) \d+ \d+\] [\w./-]+:\d+: ".into(),
+        ),
+        // 2024-01-02T03:04:05.678Z, [2024-01-02 03:04:05,678], GitLab's `00O+` stream tag after it.
+        (
+            Kind::Timestamp,
+            r"^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?\]?(?: \d{2}[OE]\+?)?(?: +- +| *: +| |$)".into(),
+        ),
+        // Hugging Face's `01/02/2024 03:04:05 - `, and a bare time of day `[12:34:56] `.
+        (
+            Kind::Timestamp,
+            r"^(?:\d{2}/\d{2}/\d{4} \d{2}:\d{2}:\d{2}|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?)(?: +- +| +)".into(),
+        ),
+        (
+            Kind::LevelAfterTimestamp,
+            format!(r"^ *(?:\| *)?({LEVELS})(?: *\| *(?:[\w.<>]+:[\w.<>]+:\d+ +- +)?| +- +(?:[\w.]+ +- +)?| *: +| +)"),
+        ),
+        (Kind::Level, format!(r"^\[({LEVELS})\](?: *[-:|] *| +)?")),
+        (Kind::Level, format!(r"^({LEVELS}):[\w.<>-]+:")),
+        // vLLM: `ERROR 04-15 00:31:11 worker_base.py:574] `.
+        (
+            Kind::Level,
+            format!(r"^({LEVELS}) \d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}}(?:\.\d+)? [\w./-]+:\d+\] "),
+        ),
+        // TensorFlow after its timestamp: `E tensorflow/core/x.cc:123] `.
+        (Kind::Glog, r"^([IWEF]) [\w./-]+:\d+\] ".into()),
+        // glog: `E0321 02:07:08.408271 12345 file.cc:607] `.
+        (
+            Kind::Glog,
+            r"^([IWEF])\d{3,4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ [\w./-]+:\d+\] ".into(),
+        ),
+        // c10 logging: `[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] `, `[E ProcessGroupNCCL.cpp:563] `.
+        (
+            Kind::Glog,
+            r"^\[([IWEF])(?:\d{3,4} \d{2}:\d{2}:\d{2}\.\d+)?(?: +\d+)? *[\w./-]+:\d+\] ?".into(),
+        ),
+        (
+            Kind::Ci,
+            r"^##\[(error|warning|notice|debug|group|endgroup|section|command)\]".into(),
+        ),
+        (
+            Kind::Ci,
+            r"^::(error|warning|notice|debug|group|endgroup)(?: [^:]*)?::".into(),
+        ),
+        (Kind::Ci, r"^(section_start|section_end):\d+:[\w.\[\]=,-]+".into()),
+        (
+            Kind::Rank,
+            r"^\[(?:rank|default|trainer|worker|local_rank)(\d+)\]:? ?".into(),
+        ),
+        (Kind::Rank, r"^rank (\d+): ".into()),
+        (Kind::Rank, r"^\[1,(\d+)\]<std(?:out|err)>: ?".into()),
+        (
+            Kind::Process,
+            r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\) ".into(),
+        ),
+        // DeepSpeed's `log_dist` source tag: `[logging.py:96:log_dist] `.
+        (Kind::Process, r"^\[[\w./-]+\.py:\d+:\w+\] ".into()),
+    ];
+    specs
+        .into_iter()
+        .map(|(kind, pattern)| {
+            // The patterns are constants of this file; the unit tests compile every one of them.
+            #[allow(clippy::expect_used)]
+            let re = Regex::new(&pattern).expect("prefix pattern compiles");
+            (kind, re)
+        })
+        .collect()
+});
+
+/// A host and stream tag (`node-3.cluster [stderr] `), which may start with any letter.
+static HOST_STREAM: LazyLock<Regex> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    Regex::new(r"^[\w.-]{1,100} \[std(?:out|err)\] ").expect("host pattern compiles")
+});
+
+/// SLURM `srun -l`: `3: ` (right-aligned). Only accepted as the very first prefix of a line.
+static SRUN_RANK: LazyLock<Regex> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    Regex::new(r"^ {0,4}(\d{1,4}): ").expect("srun pattern compiles")
+});
+
+/// `[rank3]:` / `[default3]:` anywhere near the start, after prefixes we do not know.
+static RANK_ANYWHERE: LazyLock<Regex> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    Regex::new(r"\[(?:rank|default)(\d+)\]: ?").expect("rank pattern compiles")
+});
+
+/// How far into a line an unknown prefix may reach before `[rankN]:`.
+const RANK_SEARCH_WINDOW: usize = 120;
+
+/// Most prefixes a line can carry; bounds the loop on adversarial input.
+const MAX_PREFIXES: usize = 8;
+
+/// Returns the byte offset where the program's own text starts, filling `meta` with what the
+/// removed prefixes said.
+pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
+    let mut start = 0;
+    if line.as_bytes().iter().take(120).any(|&b| b == b'[')
+        && let Some(m) = HOST_STREAM.find(line) {
+            start = m.end();
+        }
+    if let Some(c) = SRUN_RANK.captures(&line[start..]) {
+        meta.rank = c[1].parse().ok();
+        start += c.get(0).map_or(0, |m| m.end());
+    }
+    for _ in 0..MAX_PREFIXES {
+        let rest = &line[start..];
+        if !may_start_prefix(rest) {
+            break;
+        }
+        match strip_one(rest, meta) {
+            Some(len) if len > 0 => start += len,
+            _ => break,
+        }
+    }
+    if meta.rank.is_none() {
+        start += rank_anywhere(&line[start..], meta);
+    }
+    start
+}
+
+/// Cheap test on the first byte: every known prefix starts with one of these.
+fn may_start_prefix(rest: &str) -> bool {
+    matches!(
+        rest.as_bytes().first(),
+        Some(
+            b'0'..=b'9'
+                | b'['
+                | b'|'
+                | b' '
+                | b'#'
+                | b':'
+                | b'('
+                | b'r'
+                | b's'
+                | b'D'
+                | b'I'
+                | b'W'
+                | b'E'
+                | b'C'
+                | b'F'
+                | b'N'
+                | b'T'
+        )
+    )
+}
+
+fn strip_one(rest: &str, meta: &mut LineMeta) -> Option<usize> {
+    for (kind, re) in PREFIXES.iter() {
+        let Some(caps) = re.captures(rest) else {
+            continue;
+        };
+        let group = caps.get(1).map_or("", |m| m.as_str());
+        match kind {
+            Kind::Timestamp => meta.timestamp = true,
+            Kind::LevelAfterTimestamp if !meta.timestamp => continue,
+            Kind::LevelAfterTimestamp | Kind::Level | Kind::Glog => {
+                meta.level = Level::parse(group);
+            }
+            Kind::Ci => meta.ci = Some(CiMarker::parse(group)),
+            Kind::Rank => meta.rank = group.parse().ok(),
+            Kind::Process => {}
+        }
+        return caps.get(0).map(|m| m.end());
+    }
+    None
+}
+
+fn rank_anywhere(rest: &str, meta: &mut LineMeta) -> usize {
+    let window = rest
+        .char_indices()
+        .map(|(i, _)| i)
+        .find(|&i| i >= RANK_SEARCH_WINDOW)
+        .unwrap_or(rest.len());
+    let head = &rest[..window];
+    if memchr::memchr(b'[', head.as_bytes()).is_none() {
+        return 0;
+    }
+    match RANK_ANYWHERE.captures(head) {
+        Some(c) => {
+            meta.rank = c[1].parse().ok();
+            let end = c.get(0).map_or(0, |m| m.end());
+            // Prefixes may follow the rank too (`[rank0]:[E321 … ProcessGroupNCCL.cpp:607] `).
+            end + strip_more(&rest[end..], meta)
+        }
+        None => 0,
+    }
+}
+
+fn strip_more(rest: &str, meta: &mut LineMeta) -> usize {
+    let mut start = 0;
+    for _ in 0..MAX_PREFIXES {
+        let tail = &rest[start..];
+        if !may_start_prefix(tail) {
+            break;
+        }
+        match strip_one(tail, meta) {
+            Some(len) if len > 0 => start += len,
+            _ => break,
+        }
+    }
+    start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strip_str(line: &str) -> (&str, LineMeta) {
+        let mut meta = LineMeta::default();
+        let start = strip(line, &mut meta);
+        (&line[start..], meta)
+    }
+
+    #[test]
+    fn every_prefix_pattern_compiles() {
+        assert!(PREFIXES.len() > 10);
+        assert!(SRUN_RANK.is_match("0: x"));
+        assert!(RANK_ANYWHERE.is_match("[rank0]: x"));
+    }
+
+    #[test]
+    fn github_actions_timestamps_are_removed_but_indentation_kept() {
+        let (text, meta) = strip_str("2026-07-30T03:36:29.7342482Z   File \"a.py\", line 1, in f");
+        assert_eq!(text, "  File \"a.py\", line 1, in f");
+        assert!(meta.timestamp);
+    }
+
+    #[test]
+    fn github_error_markers_are_remembered() {
+        let (text, meta) =
+            strip_str("2025-01-04T03:01:04.0396597Z ##[error]Process completed with exit code 137.");
+        assert_eq!(text, "Process completed with exit code 137.");
+        assert_eq!(meta.ci, Some(CiMarker::Error));
+    }
+
+    #[test]
+    fn python_logging_prefixes_with_timestamp_and_level_are_removed() {
+        let (text, meta) = strip_str("2024-01-02 03:04:05,678 - INFO - training started");
+        assert_eq!(text, "training started");
+        assert_eq!(meta.level, Some(Level::Info));
+        let (text, meta) = strip_str("01/02/2024 03:04:05 - WARNING - transformers.trainer - slow");
+        assert_eq!(text, "slow");
+        assert_eq!(meta.level, Some(Level::Warning));
+    }
+
+    #[test]
+    fn loguru_prefixes_are_removed_and_table_borders_after_a_timestamp_are_kept() {
+        let (text, meta) = strip_str("2024-01-02 03:04:05.678 | ERROR    | train:main:42 - loss is nan");
+        assert_eq!((text, meta.level), ("loss is nan", Some(Level::Error)));
+        let (text, _) = strip_str("2024-05-06T07:08:03.0000003Z |   0  NVIDIA A100-SXM4-80GB  On  |");
+        assert_eq!(text, "|   0  NVIDIA A100-SXM4-80GB  On  |");
+    }
+
+    #[test]
+    fn tensorflow_glog_prefix_after_a_timestamp_is_removed() {
+        let (text, meta) = strip_str(
+            "2019-02-11 16:42:08.131786: E tensorflow/stream_executor/cuda/cuda_blas.cc:654] failed to run cuBLAS routine",
+        );
+        assert_eq!(text, "failed to run cuBLAS routine");
+        assert_eq!(meta.level, Some(Level::Error));
+    }
+
+    #[test]
+    fn logger_name_prefixes_are_removed_without_touching_exception_names() {
+        let (text, meta) =
+            strip_str("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)");
+        assert_eq!(text, "failed (exitcode: 1)");
+        assert_eq!(meta.level, Some(Level::Error));
+        let (text, meta) = strip_str("RuntimeError: CUDA error: unknown error");
+        assert_eq!(text, "RuntimeError: CUDA error: unknown error");
+        assert_eq!(meta.level, None);
+        // A bare "ERROR: " is the program's own words (pip, conda): kept.
+        assert_eq!(
+            strip_str("ERROR: Cannot install torch").0,
+            "ERROR: Cannot install torch"
+        );
+    }
+
+    #[test]
+    fn torch_rank_prefixes_are_understood() {
+        let (text, meta) = strip_str("[rank3]: Traceback (most recent call last):");
+        assert_eq!((text, meta.rank), ("Traceback (most recent call last):", Some(3)));
+        let (text, meta) = strip_str("[default1]:  File \"t.py\", line 2, in <module>");
+        assert_eq!(
+            (text, meta.rank),
+            (" File \"t.py\", line 2, in <module>", Some(1))
+        );
+        let (text, meta) = strip_str("rank 5: RuntimeError: x");
+        assert_eq!((text, meta.rank), ("RuntimeError: x", Some(5)));
+    }
+
+    #[test]
+    fn slurm_srun_labels_are_ranks_only_at_the_very_start() {
+        let (text, meta) = strip_str(" 12: RuntimeError: x");
+        assert_eq!((text, meta.rank), ("RuntimeError: x", Some(12)));
+        let (text, meta) = strip_str("2024-01-02T03:04:05Z 12: x");
+        assert_eq!((text, meta.rank), ("12: x", None));
+    }
+
+    #[test]
+    fn rank_markers_after_unknown_prefixes_and_c10_log_prefixes_are_removed() {
+        let (text, meta) = strip_str(
+            "[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout",
+        );
+        assert_eq!(text, "[Rank 0] Watchdog caught collective operation timeout");
+        assert_eq!(meta.rank, Some(0));
+        assert_eq!(meta.level, Some(Level::Error));
+    }
+
+    #[test]
+    fn ray_process_labels_are_removed() {
+        let (text, meta) =
+            strip_str("(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] x");
+        assert_eq!(text, "[Rank 1] x");
+        assert_eq!(meta.rank, Some(1));
+    }
+
+    #[test]
+    fn openmpi_tags_and_deepspeed_prefixes_are_removed() {
+        let (text, meta) = strip_str("[1,2]<stderr>:RuntimeError: x");
+        assert_eq!((text, meta.rank), ("RuntimeError: x", Some(2)));
+        let (text, meta) =
+            strip_str("[2024-01-02 03:04:05,678] [INFO] [logging.py:96:log_dist] [Rank 0] step 1");
+        assert!(meta.timestamp);
+        assert_eq!(meta.level, Some(Level::Info));
+        assert_eq!(text, "[Rank 0] step 1");
+    }
+
+    #[test]
+    fn vllm_ray_and_host_stream_prefixes_are_removed() {
+        let (text, meta) = strip_str("ERROR 04-15 00:31:11 worker_base.py:574] RuntimeError: x");
+        assert_eq!((text, meta.level), ("RuntimeError: x", Some(Level::Error)));
+        let (text, meta) =
+            strip_str("[2025-04-15 00:31:11,815 E 808 17795] logging.cc:108: Unhandled exception");
+        assert_eq!((text, meta.level), ("Unhandled exception", Some(Level::Error)));
+        let (text, _) = strip_str("dinov2-giant-nodes.cn-d003.nolog [stderr] frame #2: f() + 0x1");
+        assert_eq!(text, "frame #2: f() + 0x1");
+    }
+
+    #[test]
+    fn gitlab_section_markers_are_removed() {
+        let (text, meta) = strip_str("section_start:1700000000:step_script");
+        assert_eq!(text, "");
+        assert_eq!(meta.ci, Some(CiMarker::GroupStart));
+    }
+}

@@ -1,0 +1,232 @@
+//! Where parsed events accumulate: repeats folded, assertions folded per (file, line, expression),
+//! the total bounded so that memory stays flat on any input.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::model::{CudaAssert, Event, EventKind, Span, Warning};
+use crate::normalize::Line;
+
+/// Most distinct events kept; later ones are counted and dropped with a warning.
+pub const MAX_EVENTS: usize = 4096;
+
+/// Most distinct (block, thread) pairs remembered per assertion for counting.
+const MAX_TRACKED_THREADS: usize = 65_536;
+
+/// Identity of a folded assertion: file, source line, expression.
+type AssertKey = (Option<String>, Option<u32>, String);
+
+#[derive(Debug, Default)]
+struct AssertTally {
+    event: usize,
+    blocks: HashSet<String>,
+    threads: HashSet<(String, String)>,
+}
+
+/// Accumulates events.
+#[derive(Debug, Default)]
+pub struct Collector {
+    events: Vec<Event>,
+    /// Folding key (rank + serialized kind) → index in `events`.
+    folded: HashMap<String, usize>,
+    asserts: HashMap<AssertKey, AssertTally>,
+    /// Index of the most recent out-of-memory event, so figures on following lines can join it.
+    last_oom: Option<usize>,
+    dropped: u64,
+}
+
+impl Collector {
+    /// Records a one-line event; an identical earlier event (same rank) absorbs it as a repeat.
+    pub fn emit(&mut self, line: &Line<'_>, kind: EventKind) -> Option<usize> {
+        let key = fold_key(line.rank(), &kind);
+        if let Some(&i) = self.folded.get(&key) {
+            let event = &mut self.events[i];
+            event.count = event.count.saturating_add(1);
+            event.last_line = Some(line.number);
+            return Some(i);
+        }
+        let i = self.push(Event::new(Span::line(line.number), line.rank(), kind))?;
+        self.folded.insert(key, i);
+        Some(i)
+    }
+
+    /// Records a multi-line event as it is (no folding).
+    pub fn emit_span(&mut self, lines: Span, rank: Option<u32>, kind: EventKind) -> Option<usize> {
+        self.push(Event::new(lines, rank, kind))
+    }
+
+    fn push(&mut self, event: Event) -> Option<usize> {
+        if self.events.len() >= MAX_EVENTS {
+            self.dropped += 1;
+            return None;
+        }
+        self.events.push(event);
+        Some(self.events.len() - 1)
+    }
+
+    /// Folds one assertion line into the event for its (file, line, expression).
+    pub fn assertion(
+        &mut self,
+        line: &Line<'_>,
+        found: CudaAssert,
+        block: Option<&str>,
+        thread: Option<&str>,
+    ) {
+        let key = (found.file.clone(), found.source_line, found.expression.clone());
+        let tally = match self.asserts.get_mut(&key) {
+            Some(t) => t,
+            None => {
+                let Some(event) = self.push(Event::new(
+                    Span::line(line.number),
+                    line.rank(),
+                    EventKind::CudaAssert(found),
+                )) else {
+                    return;
+                };
+                self.asserts.entry(key).or_insert(AssertTally {
+                    event,
+                    ..AssertTally::default()
+                })
+            }
+        };
+        if let Some(block) = block {
+            if tally.blocks.len() < MAX_TRACKED_THREADS {
+                tally.blocks.insert(block.to_owned());
+            }
+            if let Some(thread) = thread
+                && tally.threads.len() < MAX_TRACKED_THREADS {
+                    tally.threads.insert((block.to_owned(), thread.to_owned()));
+                }
+        }
+        let (blocks, threads) = (tally.blocks.len() as u32, tally.threads.len() as u32);
+        let event = &mut self.events[tally.event];
+        event.lines.extend_to(line.number);
+        if let EventKind::CudaAssert(a) = &mut event.kind {
+            a.occurrences = a.occurrences.saturating_add(1);
+            a.blocks = blocks;
+            a.threads = threads;
+        }
+    }
+
+    /// The event at `index` (as returned by [`Collector::emit`]), to complete it from a later line.
+    pub fn get_mut(&mut self, index: usize) -> Option<&mut Event> {
+        self.events.get_mut(index)
+    }
+
+    /// Remembers `index` as the out-of-memory report later figure lines may complete.
+    pub fn set_last_oom(&mut self, index: Option<usize>) {
+        self.last_oom = index;
+    }
+
+    /// The latest out-of-memory event, if it started within `window` lines before `line`.
+    pub fn recent_oom(&mut self, line: u64, window: u64) -> Option<&mut Event> {
+        let event = self.events.get_mut(self.last_oom?)?;
+        (line.saturating_sub(event.lines.end) <= window).then_some(event)
+    }
+
+    /// The events in log order and the warnings about what was dropped.
+    pub fn finish(mut self) -> (Vec<Event>, Vec<Warning>) {
+        self.events.sort_by_key(|e| (e.lines.start, e.lines.end));
+        let warnings = (self.dropped > 0)
+            .then(|| {
+                Warning::new(
+                    "event_limit",
+                    format!(
+                        "more than {MAX_EVENTS} distinct events; {} later ones dropped",
+                        self.dropped
+                    ),
+                    None,
+                )
+            })
+            .into_iter()
+            .collect();
+        (self.events, warnings)
+    }
+}
+
+fn fold_key(rank: Option<u32>, kind: &EventKind) -> String {
+    let body = serde_json::to_string(kind).unwrap_or_default();
+    // The environment is the same for every rank.
+    let rank = if matches!(kind, EventKind::Env(_)) {
+        None
+    } else {
+        rank
+    };
+    match rank {
+        Some(r) => format!("{r}|{body}"),
+        None => format!("-|{body}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Advice;
+    use crate::normalize::LineMeta;
+
+    fn line(number: u64, rank: Option<u32>) -> Line<'static> {
+        Line {
+            number,
+            text: "",
+            meta: LineMeta {
+                rank,
+                ..LineMeta::default()
+            },
+        }
+    }
+
+    #[test]
+    fn identical_events_fold_into_one_with_a_count_and_last_line() {
+        let mut c = Collector::default();
+        c.emit(&line(3, None), EventKind::Advice(Advice::LaunchBlocking));
+        c.emit(&line(9, None), EventKind::Advice(Advice::LaunchBlocking));
+        let (events, _) = c.finish();
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            (events[0].count, events[0].lines.start, events[0].last_line),
+            (2, 3, Some(9))
+        );
+    }
+
+    #[test]
+    fn the_same_event_on_two_ranks_stays_two_events() {
+        let mut c = Collector::default();
+        c.emit(&line(1, Some(0)), EventKind::Advice(Advice::LaunchBlocking));
+        c.emit(&line(2, Some(1)), EventKind::Advice(Advice::LaunchBlocking));
+        assert_eq!(c.finish().0.len(), 2);
+    }
+
+    #[test]
+    fn assertions_fold_lines_blocks_and_threads() {
+        let mut c = Collector::default();
+        let a = CudaAssert {
+            file: Some("Loss.cu".into()),
+            source_line: Some(240),
+            function: None,
+            expression: "t >= 0 && t < n_classes".into(),
+            occurrences: 0,
+            blocks: 0,
+            threads: 0,
+        };
+        c.assertion(&line(1, None), a.clone(), Some("0,0,0"), Some("1,0,0"));
+        c.assertion(&line(2, None), a.clone(), Some("0,0,0"), Some("2,0,0"));
+        c.assertion(&line(5, None), a, Some("1,0,0"), Some("1,0,0"));
+        let (events, _) = c.finish();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].lines, Span { start: 1, end: 5 });
+        let EventKind::CudaAssert(a) = &events[0].kind else {
+            panic!("not an assertion: {:?}", events[0].kind);
+        };
+        assert_eq!((a.occurrences, a.blocks, a.threads), (3, 2, 3));
+    }
+
+    #[test]
+    fn events_beyond_the_limit_are_dropped_with_a_warning() {
+        let mut c = Collector::default();
+        for i in 0..(MAX_EVENTS as u64 + 5) {
+            c.emit_span(Span::line(i + 1), None, EventKind::Advice(Advice::AsyncReport));
+        }
+        let (events, warnings) = c.finish();
+        assert_eq!(events.len(), MAX_EVENTS);
+        assert_eq!(warnings.len(), 1);
+    }
+}

@@ -1,0 +1,501 @@
+//! CUDA device assertions and CUDA runtime / driver errors.
+
+use super::{Collector, Extractor};
+use crate::model::{CudaApi, CudaAssert, CudaError, EventKind};
+use crate::normalize::Line;
+
+pub(super) const EXTRACTORS: &[Extractor] = &[
+    Extractor {
+        trigger: r"Assertion [`'].*[`'] failed",
+        handle: assertion,
+    },
+    Extractor {
+        trigger: r"CUDA error: ",
+        handle: runtime_error,
+    },
+    Extractor {
+        trigger: r"Triton Error \[CUDA\]: ",
+        handle: triton_error,
+    },
+    Extractor {
+        trigger: r"(?i)cuda runtime error \(\d+\)",
+        handle: legacy_error,
+    },
+    Extractor {
+        trigger: r"CUDA_ERROR_[A-Z_]+|CUDA driver error: ",
+        handle: driver_error,
+    },
+    Extractor {
+        trigger: r"cudaError[A-Z]\w+",
+        handle: runtime_name,
+    },
+    Extractor {
+        trigger: r"cudaGetDeviceCount\(\).*Error \d+: ",
+        handle: device_count_error,
+    },
+];
+
+/// Known CUDA errors: a fragment of the runtime message, the runtime name, the driver name, the code.
+const KNOWN: &[(&str, &str, &str, u32)] = &[
+    (
+        "device-side assert triggered",
+        "cudaErrorAssert",
+        "CUDA_ERROR_ASSERT",
+        710,
+    ),
+    (
+        "illegal memory access",
+        "cudaErrorIllegalAddress",
+        "CUDA_ERROR_ILLEGAL_ADDRESS",
+        700,
+    ),
+    (
+        "misaligned address",
+        "cudaErrorMisalignedAddress",
+        "CUDA_ERROR_MISALIGNED_ADDRESS",
+        716,
+    ),
+    (
+        "unspecified launch failure",
+        "cudaErrorLaunchFailure",
+        "CUDA_ERROR_LAUNCH_FAILED",
+        719,
+    ),
+    (
+        "launch timed out",
+        "cudaErrorLaunchTimeout",
+        "CUDA_ERROR_LAUNCH_TIMEOUT",
+        702,
+    ),
+    (
+        "too many resources requested for launch",
+        "cudaErrorLaunchOutOfResources",
+        "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+        701,
+    ),
+    (
+        "no kernel image is available",
+        "cudaErrorNoKernelImageForDevice",
+        "CUDA_ERROR_NO_BINARY_FOR_GPU",
+        209,
+    ),
+    (
+        "invalid device function",
+        "cudaErrorInvalidDeviceFunction",
+        "CUDA_ERROR_NOT_FOUND",
+        98,
+    ),
+    (
+        "out of memory",
+        "cudaErrorMemoryAllocation",
+        "CUDA_ERROR_OUT_OF_MEMORY",
+        2,
+    ),
+    (
+        "initialization error",
+        "cudaErrorInitializationError",
+        "CUDA_ERROR_NOT_INITIALIZED",
+        3,
+    ),
+    (
+        "busy or unavailable",
+        "cudaErrorDevicesUnavailable",
+        "CUDA_ERROR_DEVICE_UNAVAILABLE",
+        46,
+    ),
+    (
+        "driver version is insufficient",
+        "cudaErrorInsufficientDriver",
+        "CUDA_ERROR_INSUFFICIENT_DRIVER",
+        35,
+    ),
+    (
+        "no CUDA-capable device is detected",
+        "cudaErrorNoDevice",
+        "CUDA_ERROR_NO_DEVICE",
+        100,
+    ),
+    (
+        "invalid device ordinal",
+        "cudaErrorInvalidDevice",
+        "CUDA_ERROR_INVALID_DEVICE",
+        101,
+    ),
+    (
+        "illegal instruction",
+        "cudaErrorIllegalInstruction",
+        "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+        715,
+    ),
+    (
+        "forward compatibility was attempted",
+        "cudaErrorCompatNotSupportedOnDevice",
+        "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+        804,
+    ),
+    (
+        "unsupported display driver / cuda driver combination",
+        "cudaErrorSystemDriverMismatch",
+        "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+        803,
+    ),
+    (
+        "unsupported toolchain",
+        "cudaErrorUnsupportedPtxVersion",
+        "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+        222,
+    ),
+    (
+        "invalid resource handle",
+        "cudaErrorInvalidResourceHandle",
+        "CUDA_ERROR_INVALID_HANDLE",
+        400,
+    ),
+    (
+        "operation not supported",
+        "cudaErrorNotSupported",
+        "CUDA_ERROR_NOT_SUPPORTED",
+        801,
+    ),
+    (
+        "invalid argument",
+        "cudaErrorInvalidValue",
+        "CUDA_ERROR_INVALID_VALUE",
+        1,
+    ),
+    ("unknown error", "cudaErrorUnknown", "CUDA_ERROR_UNKNOWN", 999),
+];
+
+fn known_by_message(message: &str) -> Option<&'static (&'static str, &'static str, &'static str, u32)> {
+    let lower = message.to_ascii_lowercase();
+    KNOWN
+        .iter()
+        .find(|(fragment, ..)| lower.contains(&fragment.to_ascii_lowercase()))
+}
+
+fn assertion(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let Some(expression) = assertion_expression(text) else {
+        return;
+    };
+    let location =
+        regex!(r"(?P<file>[^\s:`']+\.(?P<ext>cuh?|c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):").captures(text);
+    if let Some(loc) = &location {
+        // glibc / CPU assertions in C or C++ files are not device assertions.
+        if !loc["ext"].starts_with("cu") && !text.contains("block: [") {
+            return;
+        }
+    }
+    let grid = regex!(r"block: \[(?P<block>[\d, ]+)\], thread: \[(?P<thread>[\d, ]+)\]").captures(text);
+    let function = location.as_ref().and_then(|loc| {
+        let after = &text[loc.get(0).map_or(0, |m| m.end())..];
+        let end = after
+            .find("block:")
+            .or_else(|| after.find("Assertion"))
+            .unwrap_or(after.len());
+        short_function(after[..end].trim().trim_end_matches(':'))
+    });
+    let found = CudaAssert {
+        file: location.as_ref().map(|c| c["file"].to_owned()),
+        source_line: location.as_ref().and_then(|c| c["line"].parse().ok()),
+        function,
+        expression: expression.to_owned(),
+        occurrences: 0,
+        blocks: 0,
+        threads: 0,
+    };
+    let block = grid.as_ref().map(|g| g["block"].replace(' ', ""));
+    let thread = grid.as_ref().map(|g| g["thread"].replace(' ', ""));
+    out.assertion(line, found, block.as_deref(), thread.as_deref());
+}
+
+/// The expression of the last complete "Assertion `expr` failed" on the line (interleaved output
+/// from many threads can garble the earlier ones).
+fn assertion_expression(text: &str) -> Option<&str> {
+    let mut best = None;
+    let mut rest = text;
+    while let Some(start) = rest.find("Assertion ") {
+        let after = &rest[start + "Assertion ".len()..];
+        rest = after;
+        let Some(body) = after.strip_prefix(['`', '\'']) else {
+            continue;
+        };
+        let end = body.find("` failed").or_else(|| body.find("' failed"));
+        if let Some(end) = end {
+            let expr = &body[..end];
+            if !expr.contains("Assertion ") && !expr.is_empty() {
+                best = Some(expr);
+            }
+        }
+    }
+    best
+}
+
+/// `void indexSelectSmallIndex(TensorInfo<T, IndexType>, …) [with T = float]` → `indexSelectSmallIndex`.
+fn short_function(signature: &str) -> Option<String> {
+    if signature.is_empty() {
+        return None;
+    }
+    let head = match signature.find('(') {
+        Some(0) | None => signature,
+        Some(i) if signature[..i].ends_with("operator") => return Some("operator()".to_owned()),
+        Some(i) => &signature[..i],
+    };
+    head.rsplit([' ', ':', '*', '&'])
+        .find(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+fn cuda_error(message: &str, api: CudaApi, code: Option<u32>, name: Option<String>) -> EventKind {
+    let known = known_by_message(message);
+    EventKind::CudaError(CudaError {
+        message: message.to_owned(),
+        code: code.or(known.map(|k| k.3)),
+        name: name.or(known.map(|k| k.1.to_owned())),
+        api,
+    })
+}
+
+fn runtime_error(out: &mut Collector, line: &Line<'_>) {
+    let Some(c) = regex!(r"CUDA error: (?P<msg>.+?)(?: at \S+:\d+)?$").captures(line.text) else {
+        return;
+    };
+    let message = c["msg"].trim_end_matches(['.', ' ']);
+    // A library status reported through the CUDA error macro belongs to that library's extractor.
+    if message.starts_with("CUBLAS_STATUS") || message.starts_with("CUDNN_STATUS") || message.is_empty() {
+        return;
+    }
+    let code = regex!(r"\((?:error )?(\d+)\)$")
+        .captures(message)
+        .and_then(|c| c[1].parse().ok());
+    out.emit(line, cuda_error(message, CudaApi::Runtime, code, None));
+}
+
+fn triton_error(out: &mut Collector, line: &Line<'_>) {
+    let Some(c) = regex!(r"Triton Error \[CUDA\]: (?P<msg>.+?)\.?$").captures(line.text) else {
+        return;
+    };
+    out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Runtime, None, None));
+}
+
+fn legacy_error(out: &mut Collector, line: &Line<'_>) {
+    let re = regex!(r"(?i)cuda runtime error \((?P<code>\d+)\) : (?P<msg>.+?)(?: at \S+:\d+)?$");
+    let Some(c) = re.captures(line.text) else {
+        return;
+    };
+    let code = c["code"].parse().ok();
+    out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Legacy, code, None));
+}
+
+fn driver_error(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    if let Some(c) = regex!(r"CUDA driver error: (?P<msg>.+)$").captures(text) {
+        out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Driver, None, None));
+        return;
+    }
+    let Some(c) = regex!(r"CUDA_ERROR_(?P<name>[A-Z_]+)(?::? (?P<msg>[^;(]+))?").captures(text) else {
+        return;
+    };
+    let name = format!("CUDA_ERROR_{}", &c["name"]);
+    let known = KNOWN.iter().find(|k| k.2 == name);
+    let message = c
+        .name("msg")
+        .map(|m| m.as_str().trim().to_owned())
+        .or_else(|| known.map(|k| k.0.to_owned()))
+        .unwrap_or_else(|| name.to_ascii_lowercase().replace('_', " "));
+    out.emit(
+        line,
+        EventKind::CudaError(CudaError {
+            message,
+            code: known.map(|k| k.3),
+            name: Some(name),
+            api: CudaApi::Driver,
+        }),
+    );
+}
+
+fn runtime_name(out: &mut Collector, line: &Line<'_>) {
+    // `CUDA error: …` lines name the error themselves; this covers lines that only give the name.
+    if line.text.contains("CUDA error: ") {
+        return;
+    }
+    let Some(c) = regex!(r"cudaError(?P<name>[A-Z]\w+)").captures(line.text) else {
+        return;
+    };
+    let name = format!("cudaError{}", &c["name"]);
+    let known = KNOWN.iter().find(|k| k.1 == name);
+    let message = known.map_or_else(|| name.clone(), |k| k.0.to_owned());
+    out.emit(
+        line,
+        EventKind::CudaError(CudaError {
+            message,
+            code: known.map(|k| k.3),
+            name: Some(name),
+            api: CudaApi::Runtime,
+        }),
+    );
+}
+
+fn device_count_error(out: &mut Collector, line: &Line<'_>) {
+    let Some(c) =
+        regex!(r"Error (?P<code>\d+): (?P<msg>.+?)(?: \(Triggered internally.*)?$").captures(line.text)
+    else {
+        return;
+    };
+    let code = c["code"].parse().ok();
+    out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Runtime, code, None));
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{CudaApi, EventKind};
+    use crate::parse::parse_str;
+
+    fn kinds(log: &str) -> Vec<EventKind> {
+        parse_str(log).events.into_iter().map(|e| e.kind).collect()
+    }
+
+    fn only_assert(log: &str) -> crate::model::CudaAssert {
+        let events = parse_str(log).events;
+        let found: Vec<_> = events
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::CudaAssert(a) => Some(a),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        found.into_iter().next().unwrap_or_else(|| unreachable!())
+    }
+
+    #[test]
+    fn assertion_lines_fold_into_one_event_per_expression() {
+        let log = "\
+/pytorch/aten/src/ATen/native/cuda/Indexing.cu:658: indexSelectLargeIndex: block: [63,0,0], thread: [56,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+/pytorch/aten/src/ATen/native/cuda/Indexing.cu:658: indexSelectLargeIndex: block: [63,0,0], thread: [57,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+/pytorch/aten/src/ATen/native/cuda/Indexing.cu:658: indexSelectLargeIndex: block: [64,0,0], thread: [57,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+";
+        let a = only_assert(log);
+        assert_eq!(
+            a.file.as_deref(),
+            Some("/pytorch/aten/src/ATen/native/cuda/Indexing.cu")
+        );
+        assert_eq!(a.source_line, Some(658));
+        assert_eq!(a.function.as_deref(), Some("indexSelectLargeIndex"));
+        assert_eq!(a.expression, "srcIndex < srcSelectDimSize");
+        assert_eq!((a.occurrences, a.blocks, a.threads), (3, 2, 3));
+    }
+
+    #[test]
+    fn old_thc_assertions_with_template_signatures_give_the_kernel_name() {
+        let a = only_assert(
+            "/pytorch/aten/src/THC/THCTensorIndex.cu:308: void indexSelectSmallIndex(TensorInfo<T, IndexType>, TensorInfo<long, IndexType>, int, int, IndexType, long) [with T = float, IndexType = unsigned int, DstDim =2, SrcDim = 2, IdxDim = -2: block: [0,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+        );
+        assert_eq!(a.function.as_deref(), Some("indexSelectSmallIndex"));
+    }
+
+    #[test]
+    fn garbled_interleaved_assertion_lines_still_give_the_expression() {
+        let a = only_assert(
+            "../aten/src/ATen/native/cuda/Indexing.cu:1308: indexSelectLargeIndex: block: [61,0,0], thread: [120,0,0,0] Assertion `srcIndex < srcSelectDimSize] Assertion `srcIndex < srcSelectDimSize` failed.",
+        );
+        assert_eq!(a.expression, "srcIndex < srcSelectDimSize");
+        assert_eq!(a.source_line, Some(1308));
+    }
+
+    #[test]
+    fn operator_kernels_and_quoted_messages_in_expressions_are_kept() {
+        let a = only_assert(
+            "/opt/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [0,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.",
+        );
+        assert_eq!(a.function.as_deref(), Some("operator()"));
+        assert_eq!(
+            a.expression,
+            "-sizes[i] <= index && index < sizes[i] && \"index out of bounds\""
+        );
+    }
+
+    #[test]
+    fn a_bare_assertion_without_a_file_is_still_an_assertion() {
+        let a = only_assert("Assertion `srcIndex < srcSelectDimSize` failed");
+        assert_eq!(a.file, None);
+    }
+
+    #[test]
+    fn cpu_assertions_from_c_files_are_not_device_assertions() {
+        let found = kinds("python: /src/lib/foo.c:12: main: Assertion `x > 0' failed.");
+        assert!(
+            !found.iter().any(|k| matches!(k, EventKind::CudaAssert(_))),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn runtime_errors_get_their_canonical_name_and_code() {
+        let found = kinds("RuntimeError: CUDA error: an illegal memory access was encountered");
+        let Some(EventKind::CudaError(e)) = found.iter().find(|k| matches!(k, EventKind::CudaError(_)))
+        else {
+            panic!("no CUDA error in {found:?}");
+        };
+        assert_eq!(e.message, "an illegal memory access was encountered");
+        assert_eq!(e.name.as_deref(), Some("cudaErrorIllegalAddress"));
+        assert_eq!(e.code, Some(700));
+        assert_eq!(e.api, CudaApi::Runtime);
+    }
+
+    #[test]
+    fn legacy_and_driver_errors_are_recognised() {
+        let found = kinds(
+            "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/generic/THCTensorCopy.c:70\nCUDA_ERROR_OUT_OF_MEMORY: out of memory\n",
+        );
+        let errors: Vec<_> = found
+            .iter()
+            .filter_map(|k| match k {
+                EventKind::CudaError(e) => Some((e.api, e.code, e.message.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            errors,
+            vec![
+                (CudaApi::Legacy, Some(59), "device-side assert triggered"),
+                (CudaApi::Driver, Some(2), "out of memory")
+            ]
+        );
+    }
+
+    #[test]
+    fn cublas_statuses_reported_as_cuda_errors_are_left_to_the_cublas_extractor() {
+        let found =
+            kinds("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`");
+        assert!(!found.iter().any(|k| matches!(k, EventKind::CudaError(_))));
+        assert!(found.iter().any(|k| matches!(k, EventKind::Cublas(_))));
+    }
+
+    #[test]
+    fn triton_reports_cuda_errors_in_its_own_words() {
+        let found = kinds("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered");
+        assert!(
+            found
+                .iter()
+                .any(|k| matches!(k, EventKind::CudaError(e) if e.code == Some(700))),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn device_count_errors_carry_their_code() {
+        let found = kinds(
+            "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on non supported HW (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:109.)",
+        );
+        let Some(EventKind::CudaError(e)) = found.iter().find(|k| matches!(k, EventKind::CudaError(_)))
+        else {
+            panic!("no CUDA error in {found:?}");
+        };
+        assert_eq!(e.code, Some(804));
+        assert_eq!(
+            e.message,
+            "forward compatibility was attempted on non supported HW"
+        );
+    }
+}

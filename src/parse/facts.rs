@@ -1,0 +1,390 @@
+//! Facts stated in error messages: shapes, dtypes, devices, checkpoint sizes, indices.
+
+use super::{Collector, Extractor};
+use crate::model::{EventKind, Fact};
+use crate::normalize::Line;
+
+pub(super) const EXTRACTORS: &[Extractor] = &[
+    Extractor {
+        trigger: r"shapes cannot be multiplied|size mismatch, m1: |must match the size of tensor b|Target size .* must be the same as input size|Expected input batch_size",
+        handle: shapes,
+    },
+    Extractor {
+        trigger: r"expected scalar type \w+ but found|to have the same dtype|must have the same dtype|Found dtype \w+ but expected|can't be cast to the desired output type|Input type \(.*\) and weight type|not implemented for '\w+'",
+        handle: dtypes,
+    },
+    Extractor {
+        trigger: r"Expected all tensors to be on the same device|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU",
+        handle: devices,
+    },
+    Extractor {
+        trigger: r"size mismatch for [\w.]+: copying a param|found shape torch\.Size\(\[[\d, ]*\]\) in the checkpoint",
+        handle: checkpoint,
+    },
+    Extractor {
+        trigger: r"Target -?\d+ is out of bounds|index -?\d+ is out of bounds for (?:dimension|axis)|index out of range in self",
+        handle: index,
+    },
+];
+
+/// `64x512`, `2, 768`, `64 x 512` → dimensions.
+fn dims(text: &str) -> Vec<u64> {
+    text.split(['x', ','])
+        .filter_map(|d| d.trim().parse().ok())
+        .collect()
+}
+
+fn shapes(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let fact = if let Some(c) = regex!(r"shapes cannot be multiplied \((?P<a>\d+x\d+) and (?P<b>\d+x\d+)\)").captures(text) {
+        Fact::MatmulShapes {
+            left: dims(&c["a"]),
+            right: dims(&c["b"]),
+        }
+    } else if let Some(c) =
+        regex!(r"size mismatch, m1: \[(?P<a>\d+ x \d+)\], m2: \[(?P<b>\d+ x \d+)\]").captures(text)
+    {
+        Fact::MatmulShapes {
+            left: dims(&c["a"]),
+            right: dims(&c["b"]),
+        }
+    } else if let Some(c) = regex!(
+        r"size of tensor a \((?P<a>\d+)\) must match the size of tensor b \((?P<b>\d+)\) at non-singleton dimension (?P<d>\d+)"
+    )
+    .captures(text)
+    {
+        let (Ok(a), Ok(b), Ok(dim)) = (c["a"].parse(), c["b"].parse(), c["d"].parse()) else {
+            return;
+        };
+        Fact::BroadcastSizes { a, b, dim }
+    } else if let Some(c) = regex!(
+        r"Target size \((?:torch\.Size\()?\[(?P<t>[\d, ]*)\]\)?\) must be the same as input size \((?:torch\.Size\()?\[(?P<i>[\d, ]*)\]\)?\)"
+    )
+    .captures(text)
+    {
+        Fact::TargetInputShapes {
+            target: dims(&c["t"]),
+            input: dims(&c["i"]),
+        }
+    } else if let Some(c) =
+        regex!(r"Expected input batch_size \((?P<i>\d+)\) to match target batch_size \((?P<t>\d+)\)").captures(text)
+    {
+        Fact::TargetInputShapes {
+            target: dims(&c["t"]),
+            input: dims(&c["i"]),
+        }
+    } else {
+        return;
+    };
+    out.emit(line, EventKind::Fact(fact));
+}
+
+/// `torch.cuda.HalfTensor` → (`cuda`, `Half`); `torch.FloatTensor` → (`cpu`, `Float`).
+fn tensor_type(name: &str) -> (&'static str, String) {
+    let device = if name.contains("cuda") { "cuda" } else { "cpu" };
+    let dtype = name
+        .rsplit('.')
+        .next()
+        .unwrap_or(name)
+        .trim_end_matches("Tensor")
+        .to_owned();
+    (device, dtype)
+}
+
+fn dtypes(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let pair = |e: &str, f: &str| Fact::Dtypes {
+        expected: e.to_owned(),
+        found: f.to_owned(),
+    };
+    let fact = if let Some(c) = regex!(r"expected scalar type (?P<e>\w+) but found (?P<f>\w+)").captures(text)
+    {
+        pair(&c["e"], &c["f"])
+    } else if let Some(c) =
+        regex!(r"to have the same dtype, but got:? (?P<e>[\w:]+)\s*(?:!=|and)\s*(?P<f>[\w:]+)").captures(text)
+    {
+        pair(&c["e"], &c["f"])
+    } else if let Some(c) =
+        regex!(r"must have the same dtype, but got (?P<e>\w+) and (?P<f>\w+)").captures(text)
+    {
+        pair(&c["e"], &c["f"])
+    } else if let Some(c) = regex!(r"Found dtype (?P<f>\w+) but expected (?P<e>\w+)").captures(text) {
+        pair(&c["e"], &c["f"])
+    } else if let Some(c) =
+        regex!(r"result type (?P<f>\w+) can't be cast to the desired output type (?P<e>\w+)").captures(text)
+    {
+        pair(&c["e"], &c["f"])
+    } else if let Some(c) =
+        regex!(r"Input type \((?P<i>[\w.]+)\) and weight type \((?P<w>[\w.]+)\) should be the same")
+            .captures(text)
+    {
+        let (input_device, input_dtype) = tensor_type(&c["i"]);
+        let (weight_device, weight_dtype) = tensor_type(&c["w"]);
+        if input_device != weight_device {
+            out.emit(
+                line,
+                EventKind::Fact(Fact::Devices {
+                    first: input_device.to_owned(),
+                    second: weight_device.to_owned(),
+                }),
+            );
+        }
+        if input_dtype == weight_dtype {
+            return;
+        }
+        pair(&weight_dtype, &input_dtype)
+    } else if let Some(c) = regex!(r#""(?P<op>\w+)" not implemented for '(?P<f>\w+)'"#).captures(text) {
+        Fact::Dtypes {
+            expected: format!("a dtype supported by {}", &c["op"]),
+            found: c["f"].to_owned(),
+        }
+    } else {
+        return;
+    };
+    out.emit(line, EventKind::Fact(fact));
+}
+
+fn devices(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let pair = |a: &str, b: &str| Fact::Devices {
+        first: a.to_owned(),
+        second: b.to_owned(),
+    };
+    let fact = if let Some(c) =
+        regex!(r"found at least two devices, (?P<a>[\w:]+) and (?P<b>[\w:]+)").captures(text)
+    {
+        pair(&c["a"], &c["b"])
+    } else if let Some(c) = regex!(
+        r"Expected object of (?:device type|backend) (?P<a>\w+) but got (?:device type|backend) (?P<b>\w+)"
+    )
+    .captures(text)
+    {
+        pair(&c["a"].to_ascii_lowercase(), &c["b"].to_ascii_lowercase())
+    } else if let Some(c) = regex!(r"but device (?P<a>\d+) does not equal (?P<b>\d+)").captures(text) {
+        pair(&format!("cuda:{}", &c["a"]), &format!("cuda:{}", &c["b"]))
+    } else if text.contains("is on CPU, but expected it to be on GPU") {
+        pair("cpu", "cuda")
+    } else {
+        return;
+    };
+    out.emit(line, EventKind::Fact(fact));
+}
+
+fn checkpoint(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let torch = regex!(
+        r"size mismatch for (?P<p>[\w.]+): copying a param with shape (?:torch\.Size\()?\[(?P<c>[\d, ]*)\]\)? from checkpoint, the shape in current model is (?:torch\.Size\()?\[(?P<m>[\d, ]*)\]"
+    );
+    let hf = regex!(
+        r"(?P<p>[\w.]+): found shape torch\.Size\(\[(?P<c>[\d, ]*)\]\) in the checkpoint and torch\.Size\(\[(?P<m>[\d, ]*)\]\) in the model"
+    );
+    for c in torch.captures_iter(text).chain(hf.captures_iter(text)) {
+        let fact = Fact::CheckpointSizeMismatch {
+            parameter: c["p"].to_owned(),
+            checkpoint: dims(&c["c"]),
+            model: dims(&c["m"]),
+        };
+        out.emit(line, EventKind::Fact(fact));
+    }
+}
+
+fn index(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let fact = if let Some(c) = regex!(r"Target (?P<v>-?\d+) is out of bounds").captures(text) {
+        Fact::IndexOutOfBounds {
+            value: c["v"].parse().ok(),
+            size: None,
+            dim: None,
+        }
+    } else if let Some(c) =
+        regex!(r"index (?P<v>-?\d+) is out of bounds for (?:dimension|axis) (?P<d>\d+) with size (?P<s>\d+)")
+            .captures(text)
+    {
+        Fact::IndexOutOfBounds {
+            value: c["v"].parse().ok(),
+            size: c["s"].parse().ok(),
+            dim: c["d"].parse().ok(),
+        }
+    } else {
+        Fact::IndexOutOfBounds {
+            value: None,
+            size: None,
+            dim: None,
+        }
+    };
+    out.emit(line, EventKind::Fact(fact));
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{EventKind, Fact};
+    use crate::parse::parse_str;
+
+    fn facts(log: &str) -> Vec<Fact> {
+        parse_str(log)
+            .events
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Fact(f) => Some(f),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matmul_shapes_in_new_and_old_wording() {
+        assert_eq!(
+            facts("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 768x10)"),
+            vec![Fact::MatmulShapes {
+                left: vec![64, 512],
+                right: vec![768, 10]
+            }]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: size mismatch, m1: [32 x 2048], m2: [512 x 10] at /pytorch/aten/src/THC/generic/THCTensorMathBlas.cu:290"
+            ),
+            vec![Fact::MatmulShapes {
+                left: vec![32, 2048],
+                right: vec![512, 10]
+            }]
+        );
+    }
+
+    #[test]
+    fn broadcast_and_target_shapes() {
+        assert_eq!(
+            facts(
+                "RuntimeError: The size of tensor a (512) must match the size of tensor b (1024) at non-singleton dimension 1"
+            ),
+            vec![Fact::BroadcastSizes {
+                a: 512,
+                b: 1024,
+                dim: 1
+            }]
+        );
+        assert_eq!(
+            facts(
+                "ValueError: Target size (torch.Size([16])) must be the same as input size (torch.Size([16, 2]))"
+            ),
+            vec![Fact::TargetInputShapes {
+                target: vec![16],
+                input: vec![16, 2]
+            }]
+        );
+        assert_eq!(
+            facts("ValueError: Expected input batch_size (32) to match target batch_size (16)."),
+            vec![Fact::TargetInputShapes {
+                target: vec![16],
+                input: vec![32]
+            }]
+        );
+    }
+
+    #[test]
+    fn dtype_pairs_in_their_many_wordings() {
+        let d = |e: &str, f: &str| Fact::Dtypes {
+            expected: e.into(),
+            found: f.into(),
+        };
+        assert_eq!(
+            facts("RuntimeError: expected scalar type Float but found Half"),
+            vec![d("Float", "Half")]
+        );
+        assert_eq!(
+            facts("RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::Half != float"),
+            vec![d("c10::Half", "float")]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same"
+            ),
+            vec![d("Float", "Half")]
+        );
+    }
+
+    #[test]
+    fn an_input_and_weight_on_different_devices_is_a_device_fact() {
+        assert_eq!(
+            facts(
+                "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
+            ),
+            vec![Fact::Devices {
+                first: "cuda".into(),
+                second: "cpu".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn device_pairs() {
+        assert_eq!(
+            facts(
+                "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+            ),
+            vec![Fact::Devices {
+                first: "cuda:0".into(),
+                second: "cpu".into()
+            }]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: Expected object of device type cuda but got device type cpu for argument #1 'self' in call to _th_index_select"
+            ),
+            vec![Fact::Devices {
+                first: "cuda".into(),
+                second: "cpu".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn checkpoint_size_mismatches_in_torch_and_transformers_wording() {
+        let got = facts(
+            "\tsize mismatch for classifier.weight: copying a param with shape torch.Size([2, 768]) from checkpoint, the shape in current model is torch.Size([10, 768]).\n- classifier.bias: found shape torch.Size([2]) in the checkpoint and torch.Size([10]) in the model instantiated\n",
+        );
+        assert_eq!(
+            got,
+            vec![
+                Fact::CheckpointSizeMismatch {
+                    parameter: "classifier.weight".into(),
+                    checkpoint: vec![2, 768],
+                    model: vec![10, 768]
+                },
+                Fact::CheckpointSizeMismatch {
+                    parameter: "classifier.bias".into(),
+                    checkpoint: vec![2],
+                    model: vec![10]
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn index_values() {
+        assert_eq!(
+            facts("IndexError: Target 5 is out of bounds."),
+            vec![Fact::IndexOutOfBounds {
+                value: Some(5),
+                size: None,
+                dim: None
+            }]
+        );
+        assert_eq!(
+            facts("IndexError: index 32000 is out of bounds for dimension 0 with size 32000"),
+            vec![Fact::IndexOutOfBounds {
+                value: Some(32000),
+                size: Some(32000),
+                dim: Some(0)
+            }]
+        );
+        assert_eq!(
+            facts("IndexError: index out of range in self"),
+            vec![Fact::IndexOutOfBounds {
+                value: None,
+                size: None,
+                dim: None
+            }]
+        );
+    }
+}

@@ -1,0 +1,362 @@
+//! cuBLAS, cuDNN and NCCL statuses.
+
+use super::{Collector, Extractor};
+use crate::model::{CublasError, CudnnError, EventKind, NcclEvent, NcclKind};
+use crate::normalize::Line;
+
+pub(super) const EXTRACTORS: &[Extractor] = &[
+    Extractor {
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|(?i:cublas) runtime error : |cuBLAS API failed with status \d+",
+        handle: cublas,
+    },
+    Extractor {
+        trigger: r"On entry to \S+\s+parameter number \d+ had an illegal value",
+        handle: cublas_illegal_parameter,
+    },
+    Extractor {
+        trigger: r"CUDNN_STATUS_[A-Z_]+|(?i:cudnn) error: |Unable to find a valid cuDNN algorithm|no valid convolution algorithms available in CuDNN",
+        handle: cudnn,
+    },
+    Extractor {
+        trigger: r"NCCL WARN ",
+        handle: nccl_warn,
+    },
+    Extractor {
+        trigger: r"(?i)nccl error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b",
+        handle: nccl_error,
+    },
+    Extractor {
+        trigger: r"Watchdog caught collective operation timeout",
+        handle: nccl_watchdog,
+    },
+];
+
+/// Legacy THC `cublas runtime error : <message>` texts and the statuses they stand for.
+const LEGACY_CUBLAS: &[(&str, &str)] = &[
+    ("library not initialized", "NOT_INITIALIZED"),
+    ("resource allocation failed", "ALLOC_FAILED"),
+    (
+        "an invalid numeric value was used as an argument",
+        "INVALID_VALUE",
+    ),
+    (
+        "an absent device architectural feature is required",
+        "ARCH_MISMATCH",
+    ),
+    ("an access to GPU memory space failed", "MAPPING_ERROR"),
+    ("the GPU program failed to execute", "EXECUTION_FAILED"),
+    ("an internal operation failed", "INTERNAL_ERROR"),
+    ("the requested functionality is not supported", "NOT_SUPPORTED"),
+    ("unknown error", "UNKNOWN"),
+];
+
+/// cuBLAS status numbers (cublasStatus_t).
+const CUBLAS_CODES: &[(u32, &str)] = &[
+    (1, "NOT_INITIALIZED"),
+    (3, "ALLOC_FAILED"),
+    (7, "INVALID_VALUE"),
+    (8, "ARCH_MISMATCH"),
+    (11, "MAPPING_ERROR"),
+    (13, "EXECUTION_FAILED"),
+    (14, "INTERNAL_ERROR"),
+    (15, "NOT_SUPPORTED"),
+    (16, "LICENSE_ERROR"),
+];
+
+fn cublas(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let status = if let Some(c) = regex!(r"CUBLAS_STATUS_(?P<s>[A-Z_]+)")
+        .captures_iter(text)
+        .find(|c| &c["s"] != "SUCCESS")
+    {
+        c["s"].to_owned()
+    } else if let Some(c) =
+        regex!(r"(?i:cublas) runtime error : (?P<msg>.+?)(?: at \S+:\d+)?$").captures(text)
+    {
+        let msg = c["msg"].to_owned();
+        match LEGACY_CUBLAS.iter().find(|(m, _)| msg.starts_with(m)) {
+            Some((_, status)) => (*status).to_owned(),
+            None => "UNKNOWN".to_owned(),
+        }
+    } else if let Some(c) = regex!(r"cuBLAS API failed with status (?P<n>\d+)").captures(text) {
+        let n: u32 = c["n"].parse().unwrap_or(0);
+        CUBLAS_CODES
+            .iter()
+            .find(|(code, _)| *code == n)
+            .map_or_else(|| format!("STATUS_{n}"), |(_, s)| (*s).to_owned())
+    } else {
+        return;
+    };
+    let call = regex!(r"when calling `?(?P<call>\w+)\s*\((?P<args>[^`]*?)\)?`?\s*$").captures(text);
+    let args: Vec<String> = call
+        .as_ref()
+        .map(|c| {
+            c["args"]
+                .split(',')
+                .map(|a| a.trim().to_owned())
+                .filter(|a| !a.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let dtypes = args
+        .iter()
+        .filter(|a| a.starts_with("CUDA_R_") || a.starts_with("CUDA_C_") || a.starts_with("CUBLAS_COMPUTE_"))
+        .cloned()
+        .collect();
+    let event = CublasError {
+        status,
+        call: call.map(|c| c["call"].to_owned()),
+        args,
+        dtypes,
+        illegal_parameter: None,
+    };
+    out.emit(line, EventKind::Cublas(event));
+}
+
+fn cublas_illegal_parameter(out: &mut Collector, line: &Line<'_>) {
+    let re = regex!(r"On entry to (?P<routine>\S+)\s+parameter number (?P<n>\d+) had an illegal value");
+    let Some(c) = re.captures(line.text) else {
+        return;
+    };
+    let event = CublasError {
+        status: "INVALID_VALUE".to_owned(),
+        call: Some(c["routine"].to_owned()),
+        args: Vec::new(),
+        dtypes: Vec::new(),
+        illegal_parameter: c["n"].parse().ok(),
+    };
+    out.emit(line, EventKind::Cublas(event));
+}
+
+fn cudnn(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let status = regex!(r"CUDNN_STATUS_(?P<s>[A-Z_]+)")
+        .captures(text)
+        .map(|c| c["s"].to_owned());
+    let message = regex!(r"(?i:cudnn) error: (?P<msg>.+)$")
+        .captures(text)
+        .map_or_else(|| text.trim().to_owned(), |c| c["msg"].trim().to_owned());
+    out.emit(line, EventKind::Cudnn(CudnnError { status, message }));
+}
+
+fn nccl_warn(out: &mut Collector, line: &Line<'_>) {
+    let Some(c) = regex!(r"NCCL WARN (?P<msg>.+)$").captures(line.text) else {
+        return;
+    };
+    let event = NcclEvent {
+        kind: NcclKind::Warn,
+        message: c["msg"].trim().to_owned(),
+    };
+    out.emit(line, EventKind::Nccl(event));
+}
+
+/// NCCL result texts (`ncclGetErrorString`) and their names.
+const NCCL_RESULTS: &[(&str, &str)] = &[
+    ("unhandled cuda error", "ncclUnhandledCudaError"),
+    ("unhandled system error", "ncclSystemError"),
+    ("internal error", "ncclInternalError"),
+    ("invalid argument", "ncclInvalidArgument"),
+    ("invalid usage", "ncclInvalidUsage"),
+    (
+        "remote process exited or there was a network error",
+        "ncclRemoteError",
+    ),
+    ("remote error", "ncclRemoteError"),
+];
+
+fn nccl_error(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let named = regex!(
+        r"nccl(?P<n>Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
+    )
+    .captures(text)
+    .map(|c| format!("nccl{}", &c["n"]));
+    let lower = text.to_ascii_lowercase();
+    let code = named.or_else(|| {
+        NCCL_RESULTS
+            .iter()
+            .find(|(msg, _)| lower.contains(msg))
+            .map(|(_, name)| (*name).to_owned())
+    });
+    let Some(code) = code else {
+        return;
+    };
+    let message = regex!(r"(?i)(?P<msg>nccl.*)$")
+        .captures(text)
+        .map_or_else(|| text.trim().to_owned(), |c| c["msg"].trim().to_owned());
+    out.emit(
+        line,
+        EventKind::Nccl(NcclEvent {
+            kind: NcclKind::Error { code },
+            message,
+        }),
+    );
+}
+
+fn nccl_watchdog(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let number = |name: &str| -> Option<u64> {
+        let re = regex!(r"(?P<k>SeqNum|NumelIn|NumelOut|Timeout\(ms\))=(?P<v>\d+)");
+        re.captures_iter(text)
+            .find(|c| &c["k"] == name)
+            .and_then(|c| c["v"].parse().ok())
+    };
+    let op = regex!(r"OpType=(?P<op>\w+)")
+        .captures(text)
+        .map(|c| c["op"].to_owned());
+    let ran_ms = regex!(r"ran for (?P<ms>\d+) milliseconds")
+        .captures(text)
+        .and_then(|c| c["ms"].parse().ok());
+    let message = regex!(r"(?P<msg>Watchdog caught collective operation timeout.*)$")
+        .captures(text)
+        .map_or_else(|| text.to_owned(), |c| c["msg"].to_owned());
+    let kind = NcclKind::WatchdogTimeout {
+        seq: number("SeqNum"),
+        op,
+        numel_in: number("NumelIn"),
+        numel_out: number("NumelOut"),
+        timeout_ms: number("Timeout(ms)"),
+        ran_ms,
+    };
+    out.emit(line, EventKind::Nccl(NcclEvent { kind, message }));
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{CublasError, EventKind, NcclKind};
+    use crate::parse::parse_str;
+
+    fn cublas(log: &str) -> CublasError {
+        parse_str(log)
+            .events
+            .into_iter()
+            .find_map(|e| match e.kind {
+                EventKind::Cublas(c) => Some(c),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no cuBLAS event in {log:?}"))
+    }
+
+    #[test]
+    fn cublas_status_with_its_call_arguments_and_dtypes() {
+        let c = cublas(
+            "RuntimeError: CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling `cublasGemmEx( handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, ldc, CUDA_R_32F, CUBLAS_GEMM_DFALT_TENSOR_OP)`",
+        );
+        assert_eq!(c.status, "INVALID_VALUE");
+        assert_eq!(c.call.as_deref(), Some("cublasGemmEx"));
+        assert_eq!(c.args.len(), 19);
+        assert_eq!(c.args[3], "m");
+        assert_eq!(
+            c.dtypes,
+            vec!["CUDA_R_16F", "CUDA_R_16F", "CUDA_R_16F", "CUDA_R_32F"]
+        );
+    }
+
+    #[test]
+    fn cublas_handle_creation_failures() {
+        let c = cublas(
+            "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`",
+        );
+        assert_eq!(
+            (c.status.as_str(), c.call.as_deref()),
+            ("NOT_INITIALIZED", Some("cublasCreate"))
+        );
+        let c = cublas("RuntimeError: Failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED");
+        assert_eq!(c.status, "NOT_INITIALIZED");
+    }
+
+    #[test]
+    fn legacy_cublas_messages_map_to_statuses() {
+        let c = cublas(
+            "RuntimeError: cublas runtime error : the GPU program failed to execute at /pytorch/aten/src/THC/THCBlas.cu:258",
+        );
+        assert_eq!(c.status, "EXECUTION_FAILED");
+        let c = cublas("RuntimeError: cublas runtime error : unknown error at /opt/conda/THCGeneral.cpp:228");
+        assert_eq!(c.status, "UNKNOWN");
+    }
+
+    #[test]
+    fn caffe_style_checks_skip_the_success_status() {
+        let c = cublas(
+            "Check failed: status == CUBLAS_STATUS_SUCCESS (13 vs. 0)  CUBLAS_STATUS_EXECUTION_FAILED",
+        );
+        assert_eq!(c.status, "EXECUTION_FAILED");
+    }
+
+    #[test]
+    fn illegal_parameter_messages_are_invalid_values() {
+        let c = cublas(" ** On entry to SGEMM  parameter number 10 had an illegal value");
+        assert_eq!(c.status, "INVALID_VALUE");
+        assert_eq!(c.illegal_parameter, Some(10));
+    }
+
+    #[test]
+    fn cudnn_statuses_and_algorithm_failures() {
+        let events = parse_str(
+            "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED\nRuntimeError: Unable to find a valid cuDNN algorithm to run convolution\n",
+        )
+        .events;
+        let statuses: Vec<_> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Cudnn(c) => Some(c.status.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(statuses, vec![Some("EXECUTION_FAILED".to_owned()), None]);
+    }
+
+    #[test]
+    fn nccl_watchdog_timeouts_carry_their_figures_and_rank() {
+        let events = parse_str(
+            "[rank4]:[E321 02:07:08.414640780 ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600067 milliseconds before timing out.",
+        )
+        .events;
+        let event = events.iter().find(|e| matches!(e.kind, EventKind::Nccl(_)));
+        let Some(event) = event else {
+            panic!("no NCCL event in {events:?}");
+        };
+        assert_eq!(event.rank, Some(4));
+        let EventKind::Nccl(n) = &event.kind else {
+            unreachable!()
+        };
+        assert_eq!(
+            n.kind,
+            NcclKind::WatchdogTimeout {
+                seq: Some(1580),
+                op: Some("ALLREDUCE".into()),
+                numel_in: Some(466_119_168),
+                numel_out: Some(466_119_168),
+                timeout_ms: Some(600_000),
+                ran_ms: Some(600_067),
+            }
+        );
+    }
+
+    #[test]
+    fn nccl_errors_get_their_result_name() {
+        let events = parse_str(
+            "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled cuda error, NCCL version 2.14.3\nncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\nnode1:1234:5678 [0] NCCL WARN Cuda failure 'out of memory'\n",
+        )
+        .events;
+        let kinds: Vec<_> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Nccl(n) => Some(n.kind.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                NcclKind::Error {
+                    code: "ncclUnhandledCudaError".into()
+                },
+                NcclKind::Error {
+                    code: "ncclSystemError".into()
+                },
+                NcclKind::Warn,
+            ]
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! Parsing: normalized lines in, typed [`Event`]s out.
+//!
+//! One-line facts (CUDA errors, cuBLAS / cuDNN / NCCL statuses, OOM figures, advice, shapes,
+//! versions) come from *extractors*, each guarded by a trigger regex; a `RegexSet` of all triggers
+//! dispatches a line to the extractors that can use it. Multi-line structures (Python tracebacks,
+//! C++ stacks, torchrun failure summaries) are state machines that ask for every line while open.
+//! Parsing never fails: odd input gives fewer events, and warnings.
+
+use std::io::Read;
+use std::sync::LazyLock;
+
+use regex::{Regex, RegexSet};
+use serde::Serialize;
+
+use crate::model::{Event, Warning};
+use crate::normalize::Line;
+use crate::scan::{self, LineSink, Prefilter, ScanStats};
+
+/// A lazily compiled constant regex. Every pattern is exercised by this module's tests.
+macro_rules! regex {
+    ($re:literal) => {{
+        static RE: ::std::sync::LazyLock<::regex::Regex> = ::std::sync::LazyLock::new(|| {
+            #[allow(clippy::expect_used)]
+            ::regex::Regex::new($re).expect("constant regex compiles")
+        });
+        &*RE
+    }};
+}
+pub(crate) use regex;
+
+mod advice;
+mod child;
+mod collector;
+mod cpp;
+mod cuda;
+mod env;
+mod facts;
+mod libs;
+mod oom;
+mod traceback;
+
+pub use advice::advice_kind;
+pub use collector::{Collector, MAX_EVENTS};
+pub use oom::parse_size;
+pub use traceback::is_app_path;
+
+/// A per-line extractor: a trigger regex and the function that reads the line when it fires.
+pub(crate) struct Extractor {
+    /// Regex on the normalized line; the handler only runs on lines it matches.
+    pub trigger: &'static str,
+    /// Reads the line and records events.
+    pub handle: fn(&mut Collector, &Line<'_>),
+}
+
+/// Compiles a table of constant (pattern, value) pairs.
+pub(crate) fn compile_table<T: Copy>(table: &[(&str, T)]) -> Vec<(Regex, T)> {
+    table
+        .iter()
+        .map(|(pattern, value)| {
+            #[allow(clippy::expect_used)]
+            let re = Regex::new(pattern).expect("constant regex compiles");
+            (re, *value)
+        })
+        .collect()
+}
+
+fn extractors() -> impl Iterator<Item = &'static Extractor> {
+    [
+        cuda::EXTRACTORS,
+        libs::EXTRACTORS,
+        oom::EXTRACTORS,
+        facts::EXTRACTORS,
+        env::EXTRACTORS,
+        advice::EXTRACTORS,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+static EXTRACTORS: LazyLock<Vec<&'static Extractor>> = LazyLock::new(|| extractors().collect());
+
+static DISPATCH: LazyLock<RegexSet> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    RegexSet::new(EXTRACTORS.iter().map(|e| e.trigger)).expect("extractor triggers compile")
+});
+
+/// Every pattern that can make the parser act on a line when it is idle: the prefilter must let
+/// all such lines through.
+pub fn trigger_patterns() -> impl Iterator<Item = &'static str> {
+    extractors()
+        .map(|e| e.trigger)
+        .chain(traceback::TRIGGERS.iter().copied())
+        .chain(cpp::TRIGGERS.iter().copied())
+        .chain(child::TRIGGERS.iter().copied())
+}
+
+/// The prefilter for parsing alone.
+pub fn prefilter() -> &'static Prefilter {
+    static PREFILTER: LazyLock<Prefilter> = LazyLock::new(|| {
+        #[allow(clippy::expect_used)]
+        Prefilter::new(trigger_patterns()).expect("parser triggers form a valid prefilter")
+    });
+    &PREFILTER
+}
+
+/// The parsed log.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Parsed {
+    /// Lines in the input.
+    pub lines: u64,
+    /// Bytes in the input.
+    pub bytes: u64,
+    /// Events in log order.
+    pub events: Vec<Event>,
+    /// Problems met; parsing went on.
+    pub warnings: Vec<Warning>,
+}
+
+/// The streaming parser: a [`LineSink`] that turns lines into events.
+#[derive(Debug, Default)]
+pub struct Parser {
+    out: Collector,
+    tracebacks: traceback::Tracebacks,
+    cpp: cpp::CppTraces,
+    children: child::ChildFailures,
+}
+
+impl Parser {
+    /// A parser with no events yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Closes open structures and returns the events with the scan's figures.
+    pub fn finish(mut self, stats: ScanStats) -> Parsed {
+        self.tracebacks.finish(&mut self.out);
+        self.cpp.finish(&mut self.out);
+        self.children.finish(&mut self.out);
+        let (events, mut warnings) = self.out.finish();
+        let mut all = stats.warnings;
+        all.append(&mut warnings);
+        Parsed {
+            lines: stats.lines,
+            bytes: stats.bytes,
+            events,
+            warnings: all,
+        }
+    }
+}
+
+impl LineSink for Parser {
+    fn wants_every_line(&self) -> bool {
+        self.tracebacks.wants_every_line() || self.cpp.wants_every_line() || self.children.wants_every_line()
+    }
+
+    fn line(&mut self, line: &Line<'_>) {
+        for i in DISPATCH.matches(line.text).iter() {
+            (EXTRACTORS[i].handle)(&mut self.out, line);
+        }
+        self.tracebacks.line(&mut self.out, line);
+        self.cpp.line(&mut self.out, line);
+        self.children.line(&mut self.out, line);
+    }
+}
+
+/// Parses a whole log from a reader, streaming.
+pub fn parse_reader<R: Read>(reader: R) -> std::io::Result<Parsed> {
+    let mut parser = Parser::new();
+    let stats = scan::scan(reader, prefilter(), &mut parser)?;
+    Ok(parser.finish(stats))
+}
+
+/// Parses a log held in memory.
+pub fn parse_bytes(bytes: &[u8]) -> Parsed {
+    let mut parser = Parser::new();
+    // Reading from a slice cannot fail.
+    let stats = scan::scan(bytes, prefilter(), &mut parser).unwrap_or_default();
+    parser.finish(stats)
+}
+
+/// Parses a log held in a string.
+pub fn parse_str(text: &str) -> Parsed {
+    parse_bytes(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_trigger_compiles_into_the_dispatch_set_and_the_prefilter() {
+        assert_eq!(DISPATCH.len(), EXTRACTORS.len());
+        assert!(!prefilter().is_every_line());
+    }
+
+    #[test]
+    fn scanning_with_and_without_the_prefilter_gives_the_same_events() {
+        let log = include_str!("../../tests/fixtures/logs/mixed_ci_log.txt");
+        let fast = parse_str(log);
+        let mut parser = Parser::new();
+        let stats = scan::scan(log.as_bytes(), &Prefilter::every_line(), &mut parser).unwrap_or_default();
+        let slow = parser.finish(stats);
+        assert_eq!(fast.events, slow.events);
+        assert!(fast.events.len() > 10, "{:?}", fast.events);
+    }
+}

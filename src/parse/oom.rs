@@ -1,0 +1,200 @@
+//! Out-of-memory reports and their figures, in every format torch (and a few others) print.
+
+use super::{Collector, Extractor};
+use crate::model::{EventKind, MemoryKind, OomReport};
+use crate::normalize::Line;
+
+/// How many lines after an out-of-memory line its figures may still appear.
+const FIGURE_WINDOW: u64 = 4;
+
+pub(super) const EXTRACTORS: &[Extractor] = &[
+    Extractor {
+        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|OOM when allocating tensor|RESOURCE_EXHAUSTED: Out of memory|DefaultCPUAllocator: (?:can't|not enough memory)",
+        handle: report,
+    },
+    Extractor {
+        trigger: r"total capacity|is allocated by PyTorch|reserved in total by PyTorch|memory in use\.",
+        handle: figures_only,
+    },
+];
+
+fn report(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let host = text.contains("DefaultCPUAllocator");
+    let mut oom = OomReport {
+        memory: Some(if host { MemoryKind::Host } else { MemoryKind::Gpu }),
+        message: oom_message(text),
+        ..OomReport::default()
+    };
+    fill_figures(&mut oom, text);
+    let index = out.emit(line, EventKind::Oom(oom));
+    out.set_last_oom(index);
+}
+
+/// Figures printed on a line after the out-of-memory line join its report.
+fn figures_only(out: &mut Collector, line: &Line<'_>) {
+    if regex!(r"(?i)out of memory|OutOfMemoryError").is_match(line.text) {
+        return; // `report` handles the line itself.
+    }
+    if let Some(event) = out.recent_oom(line.number, FIGURE_WINDOW)
+        && let EventKind::Oom(oom) = &mut event.kind {
+            fill_figures(oom, line.text);
+            event.lines.extend_to(line.number);
+        }
+}
+
+/// The report's text from the exception type (or the error phrase) on.
+fn oom_message(text: &str) -> String {
+    let start = regex!(r"(?i)(?:[\w.]*OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|[A-Z_]*out of memory|OOM when|RESOURCE_EXHAUSTED|DefaultCPUAllocator)")
+        .find(text)
+        .map_or(0, |m| m.start());
+    text[start..].trim().to_owned()
+}
+
+fn fill_figures(oom: &mut OomReport, text: &str) {
+    let size = |name: &str, re: &regex::Regex| -> Option<u64> {
+        re.captures(text)
+            .and_then(|c| c.name(name).and_then(|m| parse_size(m.as_str())))
+    };
+    let tried = regex!(r"(?i)(?:Tried to allocate|trying to allocate) (?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes|B))");
+    let tried_plain = regex!(r"(?i)(?:you tried to allocate|trying to allocate) (?P<v>\d+) bytes");
+    let gpu = regex!(r"\(?GPU (?P<g>\d+)[;:)]|GPU (?P<h>\d+) has a total capac");
+    let total = regex!(
+        r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) total capacity|total capac(?:i)?ty of (?P<w>[\d.]+ ?(?:[KMGTP]i?B|bytes))"
+    );
+    let allocated = regex!(
+        r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) already allocated|(?P<w>[\d.]+ ?(?:[KMGTP]i?B|bytes)) is allocated by PyTorch"
+    );
+    let free = regex!(
+        r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) free[;)]|of which (?P<w>[\d.]+ ?(?:[KMGTP]i?B|bytes)) is free"
+    );
+    let reserved = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) reserved in total by PyTorch");
+    let unallocated = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) is reserved by PyTorch but unallocated");
+    let process =
+        regex!(r"(?:Process \d+ has|this process has) (?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) memory in use");
+    let either = |re: &regex::Regex| size("v", re).or_else(|| size("w", re));
+
+    oom.tried_bytes = oom
+        .tried_bytes
+        .or_else(|| size("v", tried))
+        .or_else(|| tried_plain.captures(text).and_then(|c| c["v"].parse().ok()));
+    oom.gpu = oom.gpu.or_else(|| {
+        gpu.captures(text).and_then(|c| {
+            c.name("g")
+                .or_else(|| c.name("h"))
+                .and_then(|m| m.as_str().parse().ok())
+        })
+    });
+    oom.total_bytes = oom.total_bytes.or_else(|| either(total));
+    oom.allocated_bytes = oom.allocated_bytes.or_else(|| either(allocated));
+    oom.free_bytes = oom.free_bytes.or_else(|| either(free));
+    oom.reserved_bytes = oom.reserved_bytes.or_else(|| size("v", reserved));
+    oom.reserved_unallocated_bytes = oom.reserved_unallocated_bytes.or_else(|| size("v", unallocated));
+    oom.process_bytes = oom.process_bytes.or_else(|| size("v", process));
+}
+
+/// `20.00 MiB` → 20971520. Decimal units (`MB`) are read as torch means them: binary.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let c = regex!(r"^(?P<n>[\d.]+) ?(?P<u>[KMGTP]?)i?B$|^(?P<b>\d+) ?bytes$").captures(text.trim())?;
+    if let Some(b) = c.name("b") {
+        return b.as_str().parse().ok();
+    }
+    let n: f64 = c["n"].parse().ok()?;
+    let scale: f64 = match &c["u"] {
+        "" => 1.0,
+        "K" => 1024.0,
+        "M" => 1024.0 * 1024.0,
+        "G" => 1024.0 * 1024.0 * 1024.0,
+        "T" => 1024.0_f64.powi(4),
+        _ => 1024.0_f64.powi(5),
+    };
+    let bytes = (n * scale).round();
+    (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse_str;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    fn oom(log: &str) -> OomReport {
+        parse_str(log)
+            .events
+            .into_iter()
+            .find_map(|e| match e.kind {
+                EventKind::Oom(o) => Some(o),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no OOM event in {log:?}"))
+    }
+
+    fn gib(x: f64) -> Option<u64> {
+        Some((x * GIB as f64).round() as u64)
+    }
+
+    #[test]
+    fn sizes_parse_in_every_unit() {
+        assert_eq!(parse_size("20.00 MiB"), Some(20 * MIB));
+        assert_eq!(parse_size("1.5 GiB"), gib(1.5));
+        assert_eq!(parse_size("512 bytes"), Some(512));
+        assert_eq!(parse_size("3.44MiB"), Some((3.44 * MIB as f64).round() as u64));
+        assert_eq!(parse_size("lots"), None);
+    }
+
+    #[test]
+    fn the_classic_torch_report_gives_every_figure() {
+        let o = oom(
+            "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.56 GiB already allocated; 3.44 MiB free; 14.71 GiB reserved in total by PyTorch)",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Gpu));
+        assert_eq!(o.gpu, Some(0));
+        assert_eq!(o.tried_bytes, Some(20 * MIB));
+        assert_eq!(o.total_bytes, gib(15.78));
+        assert_eq!(o.allocated_bytes, gib(14.56));
+        assert_eq!(o.free_bytes, Some((3.44 * MIB as f64).round() as u64));
+        assert_eq!(o.reserved_bytes, gib(14.71));
+        assert!(o.message.starts_with("CUDA out of memory."));
+    }
+
+    #[test]
+    fn the_torch_2_report_gives_every_figure() {
+        let o = oom(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.39 GiB. GPU 0 has a total capacity of 22.30 GiB of which 2.94 GiB is free. Process 48849 has 19.36 GiB memory in use. Of the allocated memory 9.83 GiB is allocated by PyTorch, and 9.20 GiB is reserved by PyTorch but unallocated.",
+        );
+        assert_eq!(o.tried_bytes, gib(4.39));
+        assert_eq!(o.gpu, Some(0));
+        assert_eq!(o.total_bytes, gib(22.30));
+        assert_eq!(o.free_bytes, gib(2.94));
+        assert_eq!(o.process_bytes, gib(19.36));
+        assert_eq!(o.allocated_bytes, gib(9.83));
+        assert_eq!(o.reserved_unallocated_bytes, gib(9.20));
+        assert!(o.message.starts_with("torch.OutOfMemoryError"));
+    }
+
+    #[test]
+    fn figures_on_following_lines_join_the_report() {
+        let o = oom(
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.\nGPU 1 has a total capacity of 79.15 GiB of which 1.23 GiB is free.\n",
+        );
+        assert_eq!((o.gpu, o.total_bytes), (Some(1), gib(79.15)));
+    }
+
+    #[test]
+    fn host_allocator_failures_are_host_memory() {
+        let o = oom(
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough memory: you tried to allocate 1073741824 bytes.",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Host));
+        assert_eq!(o.tried_bytes, Some(GIB));
+    }
+
+    #[test]
+    fn a_plain_cuda_out_of_memory_error_is_a_report_without_figures() {
+        let o = oom("RuntimeError: CUDA error: out of memory");
+        assert_eq!(o.tried_bytes, None);
+        assert_eq!(o.message, "CUDA error: out of memory");
+    }
+}

@@ -1,0 +1,384 @@
+//! Streaming over a raw log: blocks in, normalized candidate lines out, original numbers kept.
+//!
+//! The scanner reads any `Read` in fixed-size blocks (memory stays bounded whatever the input
+//! size), counts lines with `memchr`, asks the [`Prefilter`] for the next line worth looking at and
+//! normalizes only that line. A [`LineSink`] that is in the middle of a multi-line structure (a
+//! traceback, a C++ stack) asks for every line until it is done.
+
+mod prefilter;
+
+pub use prefilter::{Prefilter, PrefilterError, relax};
+
+use std::io::{self, Read};
+
+use crate::model::Warning;
+use crate::normalize::{Line, Normalizer};
+
+/// Bytes read per block.
+const BLOCK_BYTES: usize = 4 << 20;
+
+/// Lines longer than this are cut for processing (the rest of the line is skipped).
+pub const MAX_LINE_BYTES: usize = 64 << 10;
+
+/// A consumer of normalized lines.
+pub trait LineSink {
+    /// Whether the sink needs the next line even if the prefilter would skip it.
+    fn wants_every_line(&self) -> bool {
+        false
+    }
+
+    /// Receives one normalized line. Lines arrive in order; skipped lines are never sent while
+    /// [`LineSink::wants_every_line`] is true.
+    fn line(&mut self, line: &Line<'_>);
+}
+
+impl<A: LineSink, B: LineSink> LineSink for (A, B) {
+    fn wants_every_line(&self) -> bool {
+        self.0.wants_every_line() || self.1.wants_every_line()
+    }
+
+    fn line(&mut self, line: &Line<'_>) {
+        self.0.line(line);
+        self.1.line(line);
+    }
+}
+
+/// What the scan saw of the raw input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Lines in the input (a last line without `\n` counts).
+    pub lines: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Lines normalized and handed to the sink.
+    pub candidates: u64,
+    /// Problems met (the scan went on).
+    pub warnings: Vec<Warning>,
+}
+
+/// Scans `reader` to its end, feeding candidate lines to `sink`.
+///
+/// Only an IO error of the reader stops the scan; odd content never does.
+pub fn scan<R: Read>(
+    mut reader: R,
+    prefilter: &Prefilter,
+    sink: &mut impl LineSink,
+) -> io::Result<ScanStats> {
+    let mut state = ScanState::new(prefilter);
+    let mut buf = vec![0u8; BLOCK_BYTES];
+    let mut filled = 0;
+    loop {
+        let read = read_some(&mut reader, &mut buf[filled..])?;
+        state.stats.bytes += read as u64;
+        filled += read;
+        let at_eof = read == 0;
+        match memchr::memrchr(b'\n', &buf[..filled]) {
+            Some(last_newline) => {
+                state.block(&buf[..=last_newline], sink);
+                buf.copy_within(last_newline + 1..filled, 0);
+                filled -= last_newline + 1;
+            }
+            None if filled == buf.len() => {
+                // One line longer than the whole buffer: process its head, skip the rest.
+                filled = state.overlong_line(&mut reader, &mut buf, sink)?;
+            }
+            None => {}
+        }
+        if at_eof {
+            if filled > 0 {
+                state.one_line(&buf[..filled], sink);
+            }
+            return Ok(state.finish());
+        }
+    }
+}
+
+/// Reads into `buf` until it is full or the reader is exhausted (retrying interrupted reads).
+fn read_some<R: Read>(reader: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut total = 0;
+    while total < buf.len() {
+        match reader.read(&mut buf[total..]) {
+            Ok(0) => break,
+            Ok(n) => total += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}
+
+/// A warning counted over the whole scan: how often, and where first.
+#[derive(Debug, Default)]
+struct Tally {
+    count: u64,
+    first_line: Option<u64>,
+}
+
+impl Tally {
+    fn note(&mut self, line: u64) {
+        self.count += 1;
+        self.first_line.get_or_insert(line);
+    }
+
+    fn warning(&self, code: &str, what: &str) -> Option<Warning> {
+        (self.count > 0).then(|| {
+            Warning::new(
+                code,
+                format!(
+                    "{what}: {} time(s), first at line {}",
+                    self.count,
+                    self.first_line.unwrap_or(0)
+                ),
+                self.first_line,
+            )
+        })
+    }
+}
+
+struct ScanState<'p> {
+    prefilter: &'p Prefilter,
+    normalizer: Normalizer,
+    /// Number of the next line to start.
+    next_line: u64,
+    stats: ScanStats,
+    invalid_utf8: Tally,
+    control: Tally,
+    cut: Tally,
+}
+
+impl<'p> ScanState<'p> {
+    fn new(prefilter: &'p Prefilter) -> Self {
+        Self {
+            prefilter,
+            normalizer: Normalizer::new(),
+            next_line: 1,
+            stats: ScanStats::default(),
+            invalid_utf8: Tally::default(),
+            control: Tally::default(),
+            cut: Tally::default(),
+        }
+    }
+
+    /// Processes a block made of whole lines (it ends with `\n`).
+    fn block(&mut self, block: &[u8], sink: &mut impl LineSink) {
+        self.check_utf8(block);
+        let mut pos = 0;
+        while pos < block.len() {
+            let line_start = if sink.wants_every_line() {
+                pos
+            } else {
+                match self.prefilter.next_candidate(block, pos) {
+                    Some(hit) => {
+                        let start = memchr::memrchr(b'\n', &block[pos..hit]).map_or(pos, |i| pos + i + 1);
+                        self.next_line += count_newlines(&block[pos..start]);
+                        start
+                    }
+                    None => {
+                        self.next_line += count_newlines(&block[pos..]);
+                        return;
+                    }
+                }
+            };
+            let line_end =
+                memchr::memchr(b'\n', &block[line_start..]).map_or(block.len(), |i| line_start + i);
+            self.emit(&block[line_start..line_end], sink);
+            pos = line_end + 1;
+        }
+    }
+
+    /// Processes the last line of the input, which has no `\n`.
+    fn one_line(&mut self, line: &[u8], sink: &mut impl LineSink) {
+        self.check_utf8(line);
+        let candidate = sink.wants_every_line() || self.prefilter.next_candidate(line, 0).is_some();
+        if candidate {
+            self.emit(line, sink);
+        } else {
+            self.next_line += 1;
+        }
+    }
+
+    /// Handles a line that does not fit in the buffer: its head is processed, the rest skipped.
+    /// Returns how many bytes of the following line(s) are left at the start of `buf`.
+    fn overlong_line<R: Read>(
+        &mut self,
+        reader: &mut R,
+        buf: &mut [u8],
+        sink: &mut impl LineSink,
+    ) -> io::Result<usize> {
+        let head = &buf[..MAX_LINE_BYTES];
+        // Cut on a character boundary where possible, so the head decodes cleanly.
+        let head = match std::str::from_utf8(head) {
+            Ok(_) => head,
+            Err(e) if e.error_len().is_none() => &head[..e.valid_up_to()],
+            Err(_) => head,
+        };
+        self.cut.note(self.next_line);
+        self.emit(head, sink);
+        loop {
+            let read = read_some(reader, buf)?;
+            self.stats.bytes += read as u64;
+            if read == 0 {
+                return Ok(0);
+            }
+            if let Some(newline) = memchr::memchr(b'\n', &buf[..read]) {
+                buf.copy_within(newline + 1..read, 0);
+                return Ok(read - newline - 1);
+            }
+        }
+    }
+
+    fn emit(&mut self, raw: &[u8], sink: &mut impl LineSink) {
+        let number = self.next_line;
+        self.next_line += 1;
+        self.stats.candidates += 1;
+        let raw = if raw.len() > MAX_LINE_BYTES {
+            self.cut.note(number);
+            &raw[..MAX_LINE_BYTES]
+        } else {
+            raw
+        };
+        let line = self.normalizer.normalize(number, raw);
+        if line.meta.control {
+            self.control.note(number);
+        }
+        sink.line(&line);
+    }
+
+    fn check_utf8(&mut self, bytes: &[u8]) {
+        if std::str::from_utf8(bytes).is_ok() {
+            return;
+        }
+        let mut offset = 0;
+        for chunk in bytes.utf8_chunks() {
+            offset += chunk.valid().len();
+            if !chunk.invalid().is_empty() {
+                let line = self.next_line + count_newlines(&bytes[..offset]);
+                self.invalid_utf8.note(line);
+            }
+            offset += chunk.invalid().len();
+        }
+    }
+
+    fn finish(mut self) -> ScanStats {
+        self.stats.lines = self.next_line - 1;
+        let warnings = [
+            self.invalid_utf8
+                .warning("invalid_utf8", "invalid UTF-8 decoded lossily"),
+            self.control
+                .warning("control_bytes", "NUL or control bytes removed"),
+            self.cut.warning(
+                "long_line",
+                &format!("lines longer than {} KiB cut", MAX_LINE_BYTES >> 10),
+            ),
+        ];
+        self.stats.warnings.extend(warnings.into_iter().flatten());
+        self.stats
+    }
+}
+
+fn count_newlines(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records every line it is given, and wants every line after a line saying "open" until a
+    /// line saying "close".
+    #[derive(Default)]
+    struct Recorder {
+        lines: Vec<(u64, String)>,
+        open: bool,
+    }
+
+    impl LineSink for Recorder {
+        fn wants_every_line(&self) -> bool {
+            self.open
+        }
+        fn line(&mut self, line: &Line<'_>) {
+            self.lines.push((line.number, line.text.to_owned()));
+            if line.text.contains("open") {
+                self.open = true;
+            }
+            if line.text.contains("close") {
+                self.open = false;
+            }
+        }
+    }
+
+    fn run(input: &[u8], patterns: &[&str]) -> (Recorder, ScanStats) {
+        let prefilter = Prefilter::new(patterns.iter().copied()).unwrap_or_else(|_| Prefilter::every_line());
+        let mut rec = Recorder::default();
+        let stats = scan(input, &prefilter, &mut rec).unwrap_or_default();
+        (rec, stats)
+    }
+
+    #[test]
+    fn only_candidate_lines_are_sent_with_their_original_numbers() {
+        let (rec, stats) = run(b"a\nb\nERROR x\nc\nERROR y", &["ERROR"]);
+        assert_eq!(rec.lines, vec![(3, "ERROR x".into()), (5, "ERROR y".into())]);
+        assert_eq!(stats.lines, 5);
+        assert_eq!(stats.candidates, 2);
+    }
+
+    #[test]
+    fn a_sink_in_the_middle_of_a_structure_gets_every_line() {
+        let (rec, _) = run(b"x\nopen\n1\n2\nclose\n3\n", &["open|close"]);
+        let numbers: Vec<u64> = rec.lines.iter().map(|l| l.0).collect();
+        assert_eq!(numbers, vec![2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn empty_input_has_no_lines() {
+        let (rec, stats) = run(b"", &["x"]);
+        assert!(rec.lines.is_empty());
+        assert_eq!(stats.lines, 0);
+    }
+
+    #[test]
+    fn line_numbers_survive_block_boundaries() {
+        let mut input = Vec::new();
+        for i in 0..600_000 {
+            input.extend_from_slice(format!("noise line {i}\n").as_bytes());
+        }
+        input.extend_from_slice(b"ERROR at the end\n");
+        let (rec, stats) = run(&input, &["ERROR"]);
+        assert_eq!(rec.lines, vec![(600_001, "ERROR at the end".into())]);
+        assert_eq!(stats.lines, 600_001);
+        assert!(stats.bytes > BLOCK_BYTES as u64);
+    }
+
+    #[test]
+    fn a_line_longer_than_a_block_is_cut_and_the_next_line_keeps_its_number() {
+        let mut input = b"first\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', BLOCK_BYTES + 10));
+        input.extend_from_slice(b"\nERROR after\n");
+        let (rec, stats) = run(&input, &["ERROR|first"]);
+        assert_eq!(rec.lines.len(), 3);
+        assert_eq!(rec.lines[1].1.len(), MAX_LINE_BYTES);
+        assert_eq!(rec.lines[2], (3, "ERROR after".into()));
+        assert!(stats.warnings.iter().any(|w| w.code == "long_line"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_warned_about_with_its_line() {
+        let (rec, stats) = run(b"ok\nERROR \xff\xfe\n", &["ERROR"]);
+        assert_eq!(rec.lines, vec![(2, "ERROR \u{fffd}\u{fffd}".into())]);
+        let w = stats.warnings.iter().find(|w| w.code == "invalid_utf8");
+        assert_eq!(w.and_then(|w| w.line), Some(2));
+    }
+
+    #[test]
+    fn lines_with_escape_bytes_are_always_candidates() {
+        let (rec, _) = run(b"\x1b[31mERR\x1b[0mOR\n", &["ERROR"]);
+        assert_eq!(rec.lines, vec![(1, "ERROR".into())]);
+    }
+
+    #[test]
+    fn a_match_spanning_lines_does_not_hide_a_later_line() {
+        let (rec, _) = run(b"a\nb c\nd\n", &[r"a\s+b|c"]);
+        let numbers: Vec<u64> = rec.lines.iter().map(|l| l.0).collect();
+        assert_eq!(numbers, vec![1, 2]);
+    }
+}

@@ -1,0 +1,170 @@
+//! The raw-bytes prefilter: one regex that finds every line any consumer could care about.
+//!
+//! Consumers (the parser, the rules) write their patterns for NORMALIZED lines. The prefilter
+//! searches RAW blocks, so each pattern is relaxed first: anchors and word boundaries are dropped
+//! (a prefix such as a timestamp may stand before the text in the raw line) and capture groups
+//! become plain groups. Because normalization only removes a line's prefix, its trailing
+//! whitespace and the bytes that [`crate::normalize::needs_full_normalization`] detects (which the
+//! prefilter also matches), a relaxed pattern matches the raw line whenever the original matches
+//! the normalized one. The prefilter is a pure optimization: scanning with
+//! [`Prefilter::every_line`] gives the same result.
+
+use regex::bytes::{Regex, RegexBuilder};
+use regex_syntax::ast::{self, Ast, GroupKind};
+
+/// Lines that must always be normalized in full: escape and control bytes, orphaned SGR codes.
+const NEEDS_NORMALIZATION: &str = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\[[0-9;]{1,12}[mK]";
+
+/// Finds candidate lines in raw bytes.
+#[derive(Debug, Clone)]
+pub struct Prefilter {
+    regex: Option<Regex>,
+}
+
+/// A pattern the prefilter could not take.
+#[derive(Debug, thiserror::Error)]
+pub enum PrefilterError {
+    /// The pattern is not a valid regex.
+    #[error("invalid pattern {pattern:?}: {source}")]
+    Syntax {
+        /// The pattern.
+        pattern: String,
+        /// Why.
+        source: Box<ast::Error>,
+    },
+    /// The union of all patterns is too large to compile.
+    #[error("the combined prefilter does not compile: {0}")]
+    Build(#[from] regex::Error),
+}
+
+impl Prefilter {
+    /// A prefilter that makes every line a candidate (no filtering at all).
+    pub fn every_line() -> Self {
+        Self { regex: None }
+    }
+
+    /// A prefilter matching any line on which one of `patterns` (written for normalized lines)
+    /// could match.
+    pub fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<Self, PrefilterError> {
+        let mut union = String::from(NEEDS_NORMALIZATION);
+        for pattern in patterns {
+            union.push_str("|(?:");
+            union.push_str(&relax(pattern)?);
+            union.push(')');
+        }
+        let regex = RegexBuilder::new(&union)
+            .size_limit(256 << 20)
+            .dfa_size_limit(64 << 20)
+            .build()?;
+        Ok(Self { regex: Some(regex) })
+    }
+
+    /// Start of the first candidate match at or after `start`, or `None` when no line from
+    /// `start` on is a candidate. With [`Prefilter::every_line`] it is `start` itself.
+    pub fn next_candidate(&self, haystack: &[u8], start: usize) -> Option<usize> {
+        match &self.regex {
+            None => (start < haystack.len()).then_some(start),
+            Some(re) => re.find_at(haystack, start).map(|m| m.start()),
+        }
+    }
+
+    /// Whether every line is a candidate.
+    pub fn is_every_line(&self) -> bool {
+        self.regex.is_none()
+    }
+}
+
+/// Rewrites `pattern` so that it matches wherever the original could match inside a longer line:
+/// assertions removed, capture groups made non-capturing (so that patterns can be joined).
+pub fn relax(pattern: &str) -> Result<String, PrefilterError> {
+    let mut parsed = ast::parse::Parser::new()
+        .parse(pattern)
+        .map_err(|source| PrefilterError::Syntax {
+            pattern: pattern.to_owned(),
+            source: Box::new(source),
+        })?;
+    relax_ast(&mut parsed);
+    let mut out = String::new();
+    // Printing into a String cannot fail.
+    let _ = ast::print::Printer::new().print(&parsed, &mut out);
+    Ok(out)
+}
+
+fn relax_ast(node: &mut Ast) {
+    match node {
+        Ast::Assertion(a) => *node = Ast::empty(a.span),
+        Ast::Repetition(r) => {
+            relax_ast(&mut r.ast);
+            if matches!(*r.ast, Ast::Empty(_)) {
+                *node = Ast::empty(r.span);
+            }
+        }
+        Ast::Group(g) => {
+            relax_ast(&mut g.ast);
+            if matches!(g.kind, GroupKind::CaptureIndex(_) | GroupKind::CaptureName { .. }) {
+                g.kind = GroupKind::NonCapturing(ast::Flags {
+                    span: g.span,
+                    items: Vec::new(),
+                });
+            }
+        }
+        Ast::Alternation(a) => a.asts.iter_mut().for_each(relax_ast),
+        Ast::Concat(c) => c.asts.iter_mut().for_each(relax_ast),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relaxing_drops_anchors_and_boundaries() {
+        assert_eq!(
+            relax(r"^\s*Traceback\b.*$").unwrap_or_default(),
+            r"\s*Traceback.*"
+        );
+    }
+
+    #[test]
+    fn relaxing_turns_captures_into_plain_groups() {
+        assert_eq!(
+            relax(r"Target (?P<value>-?\d+) is (out)").unwrap_or_default(),
+            r"Target (?:-?\d+) is (?:out)"
+        );
+    }
+
+    #[test]
+    fn relaxing_keeps_flags() {
+        assert_eq!(
+            relax(r"(?i)^cuda out of memory").unwrap_or_default(),
+            r"(?i)cuda out of memory"
+        );
+    }
+
+    #[test]
+    fn repeated_assertions_vanish_whole() {
+        assert_eq!(relax(r"a\b+c").unwrap_or_default(), "ac");
+    }
+
+    #[test]
+    fn invalid_patterns_are_reported_with_the_pattern() {
+        let err = relax("a(b").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("\"a(b\""), "{err}");
+    }
+
+    #[test]
+    fn patterns_with_the_same_group_names_can_be_joined() {
+        let p = Prefilter::new(["(?P<x>a)", "(?P<x>b)^"]);
+        assert!(p.is_ok());
+    }
+
+    #[test]
+    fn a_prefilter_finds_prefixed_lines_and_escape_bytes() {
+        let p = Prefilter::new([r"^RuntimeError:"]).unwrap_or_else(|_| Prefilter::every_line());
+        let hay = b"noise\n2024-01-01T00:00:00Z RuntimeError: x\n";
+        assert_eq!(p.next_candidate(hay, 0), Some(27));
+        assert_eq!(p.next_candidate(b"a\nb\x1b[0mc\n", 0), Some(3));
+        assert_eq!(p.next_candidate(b"plain\n", 0), None);
+    }
+}
