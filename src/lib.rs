@@ -1,10 +1,15 @@
 //! faultline: diagnoses PyTorch / CUDA / Hugging Face training failures from their logs.
 //!
 //! The core is pure and synchronous: [`scan`] streams a raw log and [`normalize`]s the lines worth
-//! reading, [`parse`] turns them into typed [`model`] events. IO lives at the edges ([`cli`]).
+//! reading, [`parse`] turns them into typed [`model`] events, [`rules`] match them against the rule
+//! base and [`diagnose`] ranks the findings into a diagnosis. IO lives at the edges ([`cli`]).
 
 pub mod cli;
+pub mod diagnose;
+pub mod eval;
 pub mod model;
 pub mod normalize;
+pub mod output;
 pub mod parse;
+pub mod rules;
 pub mod scan;

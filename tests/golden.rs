@@ -21,7 +21,11 @@ fn every_fixture_log_parses_to_its_recorded_events() {
     for path in logs {
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         let parsed = faultline::parse::parse_bytes(&bytes);
-        let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("log").to_owned();
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("log")
+            .to_owned();
         insta::assert_json_snapshot!(format!("parse_{name}"), parsed);
     }
 }

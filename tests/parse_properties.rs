@@ -46,7 +46,11 @@ fn check_invariants(parsed: &Parsed) {
     for event in &parsed.events {
         assert!(event.lines.start >= 1, "{event:?}");
         assert!(event.lines.start <= event.lines.end, "{event:?}");
-        assert!(event.lines.end <= parsed.lines, "{event:?} beyond {} lines", parsed.lines);
+        assert!(
+            event.lines.end <= parsed.lines,
+            "{event:?} beyond {} lines",
+            parsed.lines
+        );
         assert!(event.lines.start >= previous, "events out of order");
         previous = event.lines.start;
         if let Some(last) = event.last_line {

@@ -1,17 +1,23 @@
 //! The command line: argument parsing, input opening, output writing and exit codes.
 //!
-//! Exit codes: 0 success (for `analyze`: a diagnosis), 1 nothing known found, 2 usage or input
-//! error.
+//! Exit codes: 0 success (for `analyze`: a diagnosis), 1 nothing known found (or failing rule
+//! examples / lints / eval targets), 2 usage or input error.
 
+mod analyze;
+mod eval_cmd;
 mod input;
 mod parse_cmd;
+mod rules_cmd;
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 pub use input::open_input;
+
+use crate::rules::RuleSet;
 
 /// faultline: diagnoses PyTorch / CUDA / Hugging Face training failures from their logs.
 #[derive(Debug, Parser)]
@@ -23,12 +29,46 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Diagnoses a log: root cause first, with evidence, causes and fixes.
+    Analyze(analyze::AnalyzeArgs),
     /// Prints the events parsed from a log (tracebacks, CUDA errors, OOM figures, versions...).
     Parse(parse_cmd::ParseArgs),
+    /// Works on the rule base: run its examples, lint it, list it.
+    Rules(rules_cmd::RulesArgs),
+    /// Measures accuracy on labelled corpus files (JSON Lines: id, label, also, log).
+    Eval(eval_cmd::EvalArgs),
 }
 
-/// Exit code for a usage or input error.
+/// Exit code: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: nothing known found / checks failed.
+pub const EXIT_NOTHING: u8 = 1;
+/// Exit code: usage or input error.
 pub const EXIT_ERROR: u8 = 2;
+
+/// Where to take rules from: `--rules DIR` / `FAULTLINE_RULES`, else the embedded rule base.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RulesOption {
+    /// Rules directory (taxonomy.toml and <area>/<name>.toml) replacing the embedded rule base.
+    #[arg(long = "rules", value_name = "DIR", env = "FAULTLINE_RULES")]
+    pub dir: Option<PathBuf>,
+}
+
+impl RulesOption {
+    /// Loads the rule base.
+    pub fn load(&self) -> anyhow::Result<RuleSet> {
+        load_rules(self.dir.as_deref())
+    }
+}
+
+/// Loads the rules in `dir`, or the embedded ones.
+pub fn load_rules(dir: Option<&Path>) -> anyhow::Result<RuleSet> {
+    let loaded = match dir {
+        Some(dir) => RuleSet::load_dir(dir),
+        None => RuleSet::embedded(),
+    };
+    loaded.map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))
+}
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
@@ -36,20 +76,23 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version are not errors.
-            let code = if e.use_stderr() { EXIT_ERROR } else { 0 };
+            let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
             let _ = e.print();
             return ExitCode::from(code);
         }
     };
     let mut stdout = std::io::stdout().lock();
     let result = match cli.command {
+        Command::Analyze(args) => analyze::run(&args, &mut stdout),
         Command::Parse(args) => parse_cmd::run(&args, &mut stdout),
+        Command::Rules(args) => rules_cmd::run(&args, &mut stdout),
+        Command::Eval(args) => eval_cmd::run(&args, &mut stdout),
     };
+    let _ = stdout.flush();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = stdout.flush();
             eprintln!("faultline: {e:#}");
             ExitCode::from(EXIT_ERROR)
         }

@@ -18,9 +18,24 @@ pub struct Event {
     /// Line of the last repeat, when `count` > 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_line: Option<u64>,
+    /// The event's key line as normalized (the error line of a traceback), cut to
+    /// [`MAX_EVENT_TEXT`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
     /// What was recognised.
     #[serde(flatten)]
     pub kind: EventKind,
+}
+
+/// Longest key-line text kept on an event.
+pub const MAX_EVENT_TEXT: usize = 500;
+
+/// `text` cut to [`MAX_EVENT_TEXT`] characters.
+pub fn clip_text(text: &str) -> String {
+    match text.char_indices().nth(MAX_EVENT_TEXT) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
 }
 
 fn one() -> u32 {
@@ -39,6 +54,7 @@ impl Event {
             rank,
             count: 1,
             last_line: None,
+            text: None,
             kind,
         }
     }
@@ -216,6 +232,14 @@ pub struct Exception {
 }
 
 impl Exception {
+    /// The `Type: first line of the message` line as printed.
+    pub fn line_text(&self) -> String {
+        match self.message.lines().next() {
+            Some(first) if !first.is_empty() => format!("{}: {first}", self.type_name),
+            _ => self.type_name.clone(),
+        }
+    }
+
     /// The unqualified type name (`torch.cuda.OutOfMemoryError` → `OutOfMemoryError`).
     pub fn short_type(&self) -> &str {
         self.type_name

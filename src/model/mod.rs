@@ -1,9 +1,11 @@
-//! The typed vocabulary shared by every stage: line spans, parsed events and their payloads.
+//! The typed vocabulary shared by every stage: line spans, parsed events, findings and diagnoses.
 //!
 //! This module owns data only; it holds no parsing logic and does no IO.
 
+mod diagnosis;
 mod event;
 
+pub use diagnosis::*;
 pub use event::*;
 
 use serde::{Deserialize, Serialize};

@@ -188,9 +188,10 @@ const MAX_PREFIXES: usize = 8;
 pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
     let mut start = 0;
     if line.as_bytes().iter().take(120).any(|&b| b == b'[')
-        && let Some(m) = HOST_STREAM.find(line) {
-            start = m.end();
-        }
+        && let Some(m) = HOST_STREAM.find(line)
+    {
+        start = m.end();
+    }
     if let Some(c) = SRUN_RANK.captures(&line[start..]) {
         meta.rank = c[1].parse().ok();
         start += c.get(0).map_or(0, |m| m.end());

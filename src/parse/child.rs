@@ -19,6 +19,8 @@ struct Entry {
     lines: Span,
     rank: Option<u32>,
     failure: ChildFailure,
+    /// The `exitcode : …` line, the entry's key line.
+    text: Option<String>,
 }
 
 /// Builds `ChildFailure` events.
@@ -57,6 +59,7 @@ impl ChildFailures {
                     root_cause: section == Section::RootCause,
                     ..ChildFailure::default()
                 },
+                text: None,
             });
         } else if let Some(c) =
             regex!(r"^(?P<k>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<v>.*)$").captures(text)
@@ -64,6 +67,9 @@ impl ChildFailures {
             if let Some(entry) = &mut self.entry {
                 entry.lines.extend_to(line.number);
                 set_field(&mut entry.failure, &c["k"], &c["v"]);
+                if &c["k"] == "exitcode" {
+                    entry.text = Some(text.to_owned());
+                }
             }
         } else if text == "<NO_OTHER_FAILURES>" || text.is_empty() {
         } else if text.starts_with("----------") {
@@ -77,7 +83,12 @@ impl ChildFailures {
 
     fn flush(&mut self, out: &mut Collector) {
         if let Some(entry) = self.entry.take() {
-            out.emit_span(entry.lines, entry.rank, EventKind::ChildFailure(entry.failure));
+            out.emit_span(
+                entry.lines,
+                entry.rank,
+                EventKind::ChildFailure(entry.failure),
+                entry.text.as_deref(),
+            );
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::{CudaAssert, Event, EventKind, Span, Warning};
+use crate::model::{CudaAssert, Event, EventKind, Span, Warning, clip_text};
 use crate::normalize::Line;
 
 /// Most distinct events kept; later ones are counted and dropped with a warning.
@@ -44,14 +44,24 @@ impl Collector {
             event.last_line = Some(line.number);
             return Some(i);
         }
-        let i = self.push(Event::new(Span::line(line.number), line.rank(), kind))?;
+        let mut event = Event::new(Span::line(line.number), line.rank(), kind);
+        event.text = Some(clip_text(line.text.trim()));
+        let i = self.push(event)?;
         self.folded.insert(key, i);
         Some(i)
     }
 
-    /// Records a multi-line event as it is (no folding).
-    pub fn emit_span(&mut self, lines: Span, rank: Option<u32>, kind: EventKind) -> Option<usize> {
-        self.push(Event::new(lines, rank, kind))
+    /// Records a multi-line event as it is (no folding), with the text of its key line.
+    pub fn emit_span(
+        &mut self,
+        lines: Span,
+        rank: Option<u32>,
+        kind: EventKind,
+        text: Option<&str>,
+    ) -> Option<usize> {
+        let mut event = Event::new(lines, rank, kind);
+        event.text = text.map(|t| clip_text(t.trim()));
+        self.push(event)
     }
 
     fn push(&mut self, event: Event) -> Option<usize> {
@@ -75,11 +85,10 @@ impl Collector {
         let tally = match self.asserts.get_mut(&key) {
             Some(t) => t,
             None => {
-                let Some(event) = self.push(Event::new(
-                    Span::line(line.number),
-                    line.rank(),
-                    EventKind::CudaAssert(found),
-                )) else {
+                let mut event =
+                    Event::new(Span::line(line.number), line.rank(), EventKind::CudaAssert(found));
+                event.text = Some(clip_text(line.text.trim()));
+                let Some(event) = self.push(event) else {
                     return;
                 };
                 self.asserts.entry(key).or_insert(AssertTally {
@@ -93,9 +102,10 @@ impl Collector {
                 tally.blocks.insert(block.to_owned());
             }
             if let Some(thread) = thread
-                && tally.threads.len() < MAX_TRACKED_THREADS {
-                    tally.threads.insert((block.to_owned(), thread.to_owned()));
-                }
+                && tally.threads.len() < MAX_TRACKED_THREADS
+            {
+                tally.threads.insert((block.to_owned(), thread.to_owned()));
+            }
         }
         let (blocks, threads) = (tally.blocks.len() as u32, tally.threads.len() as u32);
         let event = &mut self.events[tally.event];
@@ -223,7 +233,12 @@ mod tests {
     fn events_beyond_the_limit_are_dropped_with_a_warning() {
         let mut c = Collector::default();
         for i in 0..(MAX_EVENTS as u64 + 5) {
-            c.emit_span(Span::line(i + 1), None, EventKind::Advice(Advice::AsyncReport));
+            c.emit_span(
+                Span::line(i + 1),
+                None,
+                EventKind::Advice(Advice::AsyncReport),
+                None,
+            );
         }
         let (events, warnings) = c.finish();
         assert_eq!(events.len(), MAX_EVENTS);

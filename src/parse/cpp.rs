@@ -24,6 +24,8 @@ struct OpenTrace {
     lines: Span,
     rank: Option<u32>,
     trace: CppTrace,
+    /// The header (or first frame) line.
+    text: String,
 }
 
 /// Builds C++ stack events.
@@ -82,6 +84,7 @@ impl CppTraces {
                 lines: Span::line(line.number),
                 rank: line.rank(),
                 trace,
+                text: text.to_owned(),
             });
         } else if let Some(frame) = parse_frame(text) {
             // A stack whose header was cut off.
@@ -93,13 +96,19 @@ impl CppTraces {
                     location: None,
                     frames: vec![frame],
                 },
+                text: text.to_owned(),
             });
         }
     }
 
     fn close(&mut self, out: &mut Collector) {
         if let Some(open) = self.open.take() {
-            out.emit_span(open.lines, open.rank, EventKind::CppTrace(open.trace));
+            out.emit_span(
+                open.lines,
+                open.rank,
+                EventKind::CppTrace(open.trace),
+                Some(&open.text),
+            );
         }
     }
 

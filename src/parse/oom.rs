@@ -37,10 +37,11 @@ fn figures_only(out: &mut Collector, line: &Line<'_>) {
         return; // `report` handles the line itself.
     }
     if let Some(event) = out.recent_oom(line.number, FIGURE_WINDOW)
-        && let EventKind::Oom(oom) = &mut event.kind {
-            fill_figures(oom, line.text);
-            event.lines.extend_to(line.number);
-        }
+        && let EventKind::Oom(oom) = &mut event.kind
+    {
+        fill_figures(oom, line.text);
+        event.lines.extend_to(line.number);
+    }
 }
 
 /// The report's text from the exception type (or the error phrase) on.

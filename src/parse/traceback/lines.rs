@@ -105,9 +105,10 @@ pub(super) fn classify(text: &str) -> TbLine {
     }
     // An exception line starts at the left margin.
     if !text.starts_with(char::is_whitespace)
-        && let Some(exception) = parse_exception(trimmed) {
-            return exception;
-        }
+        && let Some(exception) = parse_exception(trimmed)
+    {
+        return exception;
+    }
     TbLine::Other
 }
 

@@ -80,7 +80,8 @@ impl Tracebacks {
             self.pending_origin.push((rank, origin, lines.end));
         }
         if let Some(traceback) = traceback {
-            out.emit_span(lines, rank, EventKind::Traceback(traceback));
+            let text = traceback.final_exception().map(Exception::line_text);
+            out.emit_span(lines, rank, EventKind::Traceback(traceback), text.as_deref());
         }
     }
 

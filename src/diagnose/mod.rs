@@ -1,0 +1,148 @@
+//! The whole pure pipeline: raw log → [`Diagnosis`].
+//!
+//! One streaming pass normalizes the candidate lines and feeds them both to the parser (events)
+//! and to the rule matcher (pattern hits); then the matching rules become findings, ranked root
+//! causes first, with their templates filled from the captured values, and the diagnosis gets its
+//! fingerprint.
+
+mod fingerprint;
+mod rank;
+
+pub use fingerprint::{fingerprint, mask_message};
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use crate::model::{Cause, DIAGNOSIS_FORMAT_VERSION, Diagnosis, EventKind, Finding, Fix};
+use crate::parse::{Parsed, Parser};
+use crate::rules::matcher::{Match, Matcher};
+use crate::rules::{Rule, RuleSet};
+use crate::scan;
+
+/// A diagnosis with the parse it was made from.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// The diagnosis.
+    pub diagnosis: Diagnosis,
+    /// The parsed events.
+    pub parsed: Parsed,
+}
+
+/// Analyzes a log from a reader, streaming.
+pub fn analyze_reader<R: Read>(rules: &RuleSet, reader: R) -> std::io::Result<Analysis> {
+    let mut sink = (Parser::new(), Matcher::new(rules));
+    let stats = scan::scan(reader, rules.prefilter(), &mut sink)?;
+    let (parser, matcher) = sink;
+    let parsed = parser.finish(stats);
+    let matches = matcher.evaluate(&parsed);
+    let diagnosis = diagnose(rules, &parsed, matches);
+    Ok(Analysis { diagnosis, parsed })
+}
+
+/// Analyzes a log held in memory.
+pub fn analyze_bytes(rules: &RuleSet, bytes: &[u8]) -> Analysis {
+    // Reading from a slice cannot fail.
+    analyze_reader(rules, bytes).unwrap_or_else(|_| Analysis {
+        diagnosis: diagnose(rules, &Parsed::default(), Vec::new()),
+        parsed: Parsed::default(),
+    })
+}
+
+/// Analyzes a log held in a string.
+pub fn analyze_str(rules: &RuleSet, text: &str) -> Diagnosis {
+    analyze_bytes(rules, text.as_bytes()).diagnosis
+}
+
+fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis {
+    let environment = environment(parsed);
+    let findings = matches
+        .into_iter()
+        .map(|m| finding(&rules.rules()[m.rule], m, &environment))
+        .collect();
+    let no_yields: &[String] = &[];
+    let findings = rank::rank(findings, |id| rules.rule(id).map_or(no_yields, |r| &r.yields_to));
+    let fingerprint = findings
+        .first()
+        .map(|primary| fingerprint(primary, &parsed.events));
+    Diagnosis {
+        format_version: DIAGNOSIS_FORMAT_VERSION,
+        lines: parsed.lines,
+        bytes: parsed.bytes,
+        fingerprint,
+        findings,
+        environment,
+        warnings: parsed.warnings.clone(),
+    }
+}
+
+/// Versions and GPU names printed in the log, each kind in order of appearance.
+fn environment(parsed: &Parsed) -> BTreeMap<String, Vec<String>> {
+    let mut env: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for event in &parsed.events {
+        if let EventKind::Env(f) = &event.kind {
+            let values = env.entry(f.key.name().to_owned()).or_default();
+            if !values.contains(&f.value) {
+                values.push(f.value.clone());
+            }
+        }
+    }
+    env
+}
+
+fn finding(rule: &Rule, m: Match, environment: &BTreeMap<String, Vec<String>>) -> Finding {
+    let mut values = m.captures.clone();
+    for (key, vals) in environment {
+        if let Some(first) = vals.first() {
+            values.insert(format!("env.{key}"), first.clone());
+        }
+    }
+    let mut reasons = vec![base_reason(rule)];
+    reasons.extend(m.reasons);
+    Finding {
+        rule: rule.id.clone(),
+        class: rule.class.clone(),
+        title: rule.title.clone(),
+        summary: rule.summary.render(&values),
+        severity: rule.severity,
+        role: rule.role,
+        symptom_of: None,
+        confidence: m.confidence,
+        confidence_reasons: reasons,
+        tier: Default::default(),
+        priority: rule.priority,
+        evidence: m.evidence,
+        captures: m.captures,
+        causes: rule
+            .causes
+            .iter()
+            .map(|c| Cause {
+                title: c.title.render(&values),
+                detail: c.detail.render(&values),
+                replay: c.replay_spec(&values),
+            })
+            .collect(),
+        fixes: rule
+            .fixes
+            .iter()
+            .map(|f| Fix {
+                title: f.title.render(&values),
+                code: f.code.clone(),
+            })
+            .collect(),
+        next_artifact: rule.next_artifact.as_ref().map(|t| t.render(&values)),
+        links: rule.links.clone(),
+    }
+}
+
+fn base_reason(rule: &Rule) -> String {
+    use crate::model::Confidence::*;
+    match rule.confidence {
+        High => "the log names this failure explicitly",
+        Medium => "the log fits this failure, but other causes fit it too",
+        Low => "a weak signal: check it before acting on it",
+    }
+    .to_owned()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,74 @@
+use super::*;
+use crate::model::Role;
+
+fn rules() -> RuleSet {
+    RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn an_assertion_line_outranks_the_generic_device_assert_which_becomes_its_symptom() {
+    let d = analyze_str(
+        &rules(),
+        "RuntimeError: CUDA error: device-side assert triggered
+/pytorch/aten/src/ATen/native/cuda/Indexing.cu:658: indexSelectLargeIndex: block: [63,0,0], thread: [56,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+",
+    );
+    let order: Vec<(&str, Role)> = d.findings.iter().map(|f| (f.class.as_str(), f.role)).collect();
+    assert_eq!(
+        order,
+        vec![
+            ("cuda.device_assert.index", Role::Root),
+            ("cuda.device_assert.unknown", Role::Symptom)
+        ]
+    );
+    assert_eq!(d.findings[1].symptom_of.as_deref(), Some("cuda.assert_index"));
+}
+
+#[test]
+fn advice_lines_are_never_evidence() {
+    let d = analyze_str(
+        &rules(),
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1 to see the device-side assert triggered\n",
+    );
+    assert!(d.findings.is_empty(), "{:?}", d.findings);
+}
+
+#[test]
+fn the_fingerprint_ignores_numbers_paths_and_line_numbers() {
+    let a = analyze_str(
+        &rules(),
+        "  File \"/home/alice/proj/train.py\", line 45, in step\nRuntimeError: CUDA error: device-side assert triggered\n",
+    );
+    let b = analyze_str(
+        &rules(),
+        "noise\n  File \"/home/bob/work/train.py\", line 51, in step\nRuntimeError: CUDA error: device-side assert triggered\n",
+    );
+    assert!(a.fingerprint.is_some());
+    assert_eq!(a.fingerprint, b.fingerprint);
+    let c = analyze_str(
+        &rules(),
+        "  File \"/home/bob/work/train.py\", line 51, in evaluate\nRuntimeError: CUDA error: device-side assert triggered\n",
+    );
+    assert_ne!(
+        a.fingerprint, c.fingerprint,
+        "another in-app function is another group"
+    );
+}
+
+#[test]
+fn a_log_with_nothing_known_has_no_findings_and_no_fingerprint() {
+    let d = analyze_str(&rules(), "Epoch 1 loss 0.25\nall good\n");
+    assert!(d.findings.is_empty());
+    assert_eq!(d.fingerprint, None);
+    assert!(!d.is_diagnosed());
+}
+
+#[test]
+fn environment_versions_are_collected() {
+    let d = analyze_str(
+        &rules(),
+        "PyTorch version: 2.1.0+cu121\nGPU 0: NVIDIA A100-SXM4-80GB\n",
+    );
+    assert_eq!(d.environment.get("torch"), Some(&vec!["2.1.0+cu121".to_owned()]));
+    assert_eq!(d.environment.get("cuda"), Some(&vec!["12.1".to_owned()]));
+}

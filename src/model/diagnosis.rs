@@ -1,0 +1,195 @@
+//! The diagnosis: ranked findings, each with its evidence, captured values, causes and fixes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Warning;
+
+/// Version of the diagnosis JSON document.
+pub const DIAGNOSIS_FORMAT_VERSION: u32 = 1;
+
+/// What a finding is to the failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The cause of the failure.
+    Root,
+    /// A consequence of a root cause (the generic error the root cause surfaced as).
+    Symptom,
+    /// Useful context that is not a failure by itself.
+    Context,
+}
+
+/// How sure a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// A guess worth checking.
+    Low,
+    /// Likely, but other causes fit the log too.
+    Medium,
+    /// The log names this failure explicitly.
+    High,
+}
+
+impl Confidence {
+    /// One step less sure.
+    pub fn lowered(self) -> Self {
+        match self {
+            Self::High => Self::Medium,
+            _ => Self::Low,
+        }
+    }
+}
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// The job failed because of it.
+    Error,
+    /// Worth fixing, may not be fatal.
+    Warning,
+    /// For information.
+    Info,
+}
+
+/// Where a finding's evidence stands: matched in the log, or checked against the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceTier {
+    /// Matched by the rule's patterns.
+    #[default]
+    Pattern,
+    /// A replay of the tensor snapshot confirmed a cause.
+    Confirmed,
+    /// A replay of the tensor snapshot refuted the causes it checked.
+    Refuted,
+}
+
+/// One line of the log that supports a finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceLine {
+    /// Original line number.
+    pub line: u64,
+    /// The normalized text of the line.
+    pub text: String,
+    /// Rank that printed it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// How many lines like it the log holds (repeats folded), when more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<u32>,
+}
+
+/// A check the replay worker can run on a tensor snapshot to confirm or refute a cause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplaySpec {
+    /// Check name (`target_bounds`, `index_bounds`, `finite`, `gemm`, …).
+    pub check: String,
+    /// Parameters of the check; values may reference captures as `{name}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+}
+
+/// A possible cause, ranked within its finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cause {
+    /// Short statement of the cause.
+    pub title: String,
+    /// Explanation, with captured values filled in.
+    pub detail: String,
+    /// How to confirm it on a snapshot, when the replay worker can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySpec>,
+}
+
+/// A concrete step to fix the failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fix {
+    /// What to do.
+    pub title: String,
+    /// Code that does it, when code helps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// One known failure found in the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Rule id (`cuda.assert_index_select`).
+    pub rule: String,
+    /// Taxonomy class (`cuda.device_assert.index`).
+    pub class: String,
+    /// Rule title.
+    pub title: String,
+    /// Plain-words summary with captured values filled in.
+    pub summary: String,
+    /// Severity.
+    pub severity: Severity,
+    /// Role after ranking (a root that yielded to another root becomes a symptom).
+    pub role: Role,
+    /// The rule id of the root cause this finding is a symptom of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symptom_of: Option<String>,
+    /// Confidence.
+    pub confidence: Confidence,
+    /// Why this confidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confidence_reasons: Vec<String>,
+    /// Evidence tier.
+    #[serde(default)]
+    pub tier: EvidenceTier,
+    /// Rule priority (ties between findings of the same role).
+    pub priority: i32,
+    /// Log lines that support it.
+    pub evidence: Vec<EvidenceLine>,
+    /// Values extracted from the log.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub captures: BTreeMap<String, String>,
+    /// Possible causes, most likely first.
+    pub causes: Vec<Cause>,
+    /// Fixes, in the order to try them.
+    pub fixes: Vec<Fix>,
+    /// The next artifact that would tell the remaining causes apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_artifact: Option<String>,
+    /// Further reading.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<String>,
+}
+
+/// The analysis of one log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    /// Format version of this document.
+    pub format_version: u32,
+    /// Lines in the log.
+    pub lines: u64,
+    /// Bytes in the log.
+    pub bytes: u64,
+    /// Groups incidents of the same failure (class, masked message, top in-app frames).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// Findings, root causes first.
+    pub findings: Vec<Finding>,
+    /// Versions and GPUs named in the log (`torch`, `cuda`, `gpu`, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, Vec<String>>,
+    /// Problems met while reading the log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
+}
+
+impl Diagnosis {
+    /// The finding to show first, if any.
+    pub fn primary(&self) -> Option<&Finding> {
+        self.findings.first()
+    }
+
+    /// Whether a root cause or a symptom was found (context alone is no diagnosis).
+    pub fn is_diagnosed(&self) -> bool {
+        self.findings.iter().any(|f| f.role != Role::Context)
+    }
+}

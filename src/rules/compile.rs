@@ -1,0 +1,388 @@
+//! From a parsed [`RuleSpec`] to a validated [`Rule`]: every regex compiled, every template,
+//! version range and comparison parsed. Errors name the file, the rule and the field.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+
+use super::conditions::{AssertCond, EventConditions, ExceptionCond, FACT_KINDS, OomCond};
+use super::oom_compare::OomCompare;
+use super::spec::{ExampleSpec, RuleSpec};
+use super::template::Template;
+use super::version::VersionReq;
+use super::{LoadError, PatternTable};
+use crate::model::{Confidence, EnvKey, MemoryKind, ReplaySpec, Role, Severity};
+
+/// A cause ready to render.
+#[derive(Debug, Clone)]
+pub struct CompiledCause {
+    /// Title.
+    pub title: Template,
+    /// Explanation.
+    pub detail: Template,
+    /// Replay check: name and parameter templates.
+    pub replay: Option<(String, BTreeMap<String, Template>)>,
+}
+
+impl CompiledCause {
+    /// The replay spec with captured values filled in.
+    pub fn replay_spec(&self, values: &BTreeMap<String, String>) -> Option<ReplaySpec> {
+        self.replay.as_ref().map(|(check, params)| ReplaySpec {
+            check: check.clone(),
+            params: params
+                .iter()
+                .map(|(k, t)| (k.clone(), t.render(values)))
+                .collect(),
+        })
+    }
+}
+
+/// A fix ready to render (its code is shown as written).
+#[derive(Debug, Clone)]
+pub struct CompiledFix {
+    /// What to do.
+    pub title: Template,
+    /// Code.
+    pub code: Option<String>,
+}
+
+/// A validated rule. Line patterns are indices into the rule set's [`PatternTable`].
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// Dotted id.
+    pub id: String,
+    /// File it came from, as given to the loader.
+    pub file: String,
+    /// Taxonomy class.
+    pub class: String,
+    /// Title.
+    pub title: String,
+    /// Summary template.
+    pub summary: Template,
+    /// Severity.
+    pub severity: Severity,
+    /// Priority.
+    pub priority: i32,
+    /// Role.
+    pub role: Role,
+    /// Base confidence.
+    pub confidence: Confidence,
+    /// Class globs this rule yields to.
+    pub yields_to: Vec<String>,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// `match.any` patterns.
+    pub any: Vec<usize>,
+    /// `match.all` patterns.
+    pub all: Vec<usize>,
+    /// `match.not` patterns.
+    pub not: Vec<usize>,
+    /// `match.within`.
+    pub within: Option<u64>,
+    /// Event conditions.
+    pub events: EventConditions,
+    /// Version ranges.
+    pub versions: Vec<(EnvKey, VersionReq, String)>,
+    /// Named extractions: name and pattern.
+    pub extract: Vec<(String, usize)>,
+    /// Causes.
+    pub causes: Vec<CompiledCause>,
+    /// Fixes.
+    pub fixes: Vec<CompiledFix>,
+    /// Next artifact.
+    pub next_artifact: Option<Template>,
+    /// Links.
+    pub links: Vec<String>,
+    /// Examples.
+    pub examples: Vec<ExampleSpec>,
+}
+
+impl Rule {
+    /// Every line pattern the rule uses (any, all, not, extract).
+    pub fn pattern_ids(&self) -> impl Iterator<Item = usize> + '_ {
+        self.any
+            .iter()
+            .chain(&self.all)
+            .chain(&self.not)
+            .copied()
+            .chain(self.extract.iter().map(|(_, p)| *p))
+    }
+}
+
+/// Collects the errors of one rule file.
+pub(super) struct Errors<'a> {
+    pub file: &'a str,
+    pub rule: String,
+    pub found: Vec<LoadError>,
+}
+
+impl Errors<'_> {
+    fn push(&mut self, field: &str, message: impl Into<String>) {
+        self.found.push(LoadError::Invalid {
+            file: self.file.to_owned(),
+            rule: self.rule.clone(),
+            field: field.to_owned(),
+            message: message.into(),
+        });
+    }
+
+    fn regex(&mut self, field: &str, pattern: &str) -> Option<Regex> {
+        match Regex::new(pattern) {
+            Ok(re) => Some(re),
+            Err(e) => {
+                self.push(field, format!("invalid regex: {e}"));
+                None
+            }
+        }
+    }
+
+    fn opt_regex(&mut self, field: &str, pattern: &Option<String>) -> Option<Regex> {
+        pattern.as_ref().and_then(|p| self.regex(field, p))
+    }
+
+    fn template(&mut self, field: &str, text: &str) -> Template {
+        Template::parse(text).unwrap_or_else(|e| {
+            self.push(field, e.to_string());
+            Template::parse("").unwrap_or_else(|_| unreachable!("the empty template parses"))
+        })
+    }
+
+    fn patterns(&mut self, field: &str, patterns: &[String], table: &mut PatternTable) -> Vec<usize> {
+        patterns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match table.intern(p) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    self.push(&format!("{field}[{i}]"), e);
+                    None
+                }
+            })
+            .collect()
+    }
+}
+
+/// The id a rule file's path implies: `cuda/illegal_address.toml` → `cuda.illegal_address`.
+pub fn id_from_path(relative: &str) -> String {
+    relative.trim_end_matches(".toml").replace(['/', '\\'], ".")
+}
+
+/// Compiles one rule; problems are appended to `errors`.
+pub(super) fn compile_rule(
+    spec: RuleSpec,
+    file: &str,
+    relative: &str,
+    classes: &[String],
+    table: &mut PatternTable,
+    errors: &mut Vec<LoadError>,
+) -> Option<Rule> {
+    let mut e = Errors {
+        file,
+        rule: spec.id.clone(),
+        found: Vec::new(),
+    };
+    let expected_id = id_from_path(relative);
+    if spec.id != expected_id {
+        e.push("id", format!("must be {expected_id:?}, the id its path gives"));
+    }
+    if !classes.contains(&spec.class) {
+        e.push(
+            "class",
+            format!(
+                "unknown class {:?}: add it to rules/taxonomy.toml first",
+                spec.class
+            ),
+        );
+    }
+    let m = &spec.conditions;
+    let any = e.patterns("match.any", &m.any, table);
+    let all = e.patterns("match.all", &m.all, table);
+    let not = e.patterns("match.not", &m.not, table);
+    let events = compile_events(&mut e, &spec);
+    if m.any.is_empty() && m.all.is_empty() && events.is_empty() {
+        e.push("match", "needs at least one of any, all or an event condition");
+    }
+    if m.within.is_some() && (m.any.is_empty() || m.all.is_empty()) {
+        e.push("match.within", "needs both any and all");
+    }
+    let versions = compile_versions(&mut e, &m.versions);
+    let extract = spec
+        .extract
+        .iter()
+        .filter_map(|(name, pattern)| match table.intern(pattern) {
+            Ok(id) => Some((name.clone(), id)),
+            Err(msg) => {
+                e.push(&format!("extract.{name}"), msg);
+                None
+            }
+        })
+        .collect();
+    let causes = spec
+        .causes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| CompiledCause {
+            title: e.template(&format!("cause[{i}].title"), &c.title),
+            detail: e.template(&format!("cause[{i}].detail"), &c.detail),
+            replay: c.replay.as_ref().map(|r| {
+                let params = r
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), e.template(&format!("cause[{i}].replay.params.{k}"), v)))
+                    .collect();
+                (r.check.clone(), params)
+            }),
+        })
+        .collect();
+    if spec.causes.is_empty() && spec.role != Role::Context {
+        e.push("cause", "a root or symptom rule needs at least one cause");
+    }
+    if spec.fixes.is_empty() && spec.role != Role::Context {
+        e.push("fix", "a root or symptom rule needs at least one fix");
+    }
+    let fixes = spec
+        .fixes
+        .iter()
+        .enumerate()
+        .map(|(i, f)| CompiledFix {
+            title: e.template(&format!("fix[{i}].title"), &f.title),
+            code: f.code.clone(),
+        })
+        .collect();
+    let summary = e.template("summary", &spec.summary);
+    let next_artifact = spec
+        .next_artifact
+        .as_deref()
+        .map(|t| e.template("next_artifact", t));
+    if spec.examples.iter().all(|x| !x.expect.matched) {
+        e.push("example", "needs at least one example that the rule matches");
+    }
+    let ok = e.found.is_empty();
+    errors.append(&mut e.found);
+    ok.then(|| Rule {
+        id: spec.id,
+        file: file.to_owned(),
+        class: spec.class,
+        title: spec.title,
+        summary,
+        severity: spec.severity,
+        priority: spec.priority,
+        role: spec.role,
+        confidence: spec.confidence,
+        yields_to: spec.yields_to,
+        tags: spec.tags,
+        any,
+        all,
+        not,
+        within: m.within,
+        events,
+        versions,
+        extract,
+        causes,
+        fixes,
+        next_artifact,
+        links: spec.links,
+        examples: spec.examples,
+    })
+}
+
+fn compile_events(e: &mut Errors<'_>, spec: &RuleSpec) -> EventConditions {
+    let m = &spec.conditions;
+    let exception = m.exception.as_ref().map(|x| ExceptionCond {
+        type_name: e.opt_regex("match.exception.type", &x.type_name),
+        message: e.opt_regex("match.exception.message", &x.message),
+    });
+    let cuda_assert = m.cuda_assert.as_ref().map(|a| AssertCond {
+        file: e.opt_regex("match.cuda_assert.file", &a.file),
+        expression: e.opt_regex("match.cuda_assert.expression", &a.expression),
+        function: e.opt_regex("match.cuda_assert.function", &a.function),
+    });
+    let oom = m.oom.as_ref().map(|o| OomCond {
+        memory: match o.memory.as_deref() {
+            None => None,
+            Some("gpu") => Some(MemoryKind::Gpu),
+            Some("host") => Some(MemoryKind::Host),
+            Some(other) => {
+                e.push(
+                    "match.oom.memory",
+                    format!("{other:?} is neither \"gpu\" nor \"host\""),
+                );
+                None
+            }
+        },
+        compare: o
+            .compare
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                OomCompare::parse(c)
+                    .map_err(|err| e.push(&format!("match.oom.compare[{i}]"), err.to_string()))
+                    .ok()
+            })
+            .collect(),
+    });
+    let fact = m.fact.as_deref().and_then(|f| {
+        let known = FACT_KINDS.iter().find(|k| **k == f).copied();
+        if known.is_none() {
+            e.push(
+                "match.fact",
+                format!("unknown fact {f:?}; known: {}", FACT_KINDS.join(", ")),
+            );
+        }
+        known
+    });
+    EventConditions {
+        exception,
+        cuda_assert,
+        cuda_error: e.opt_regex("match.cuda_error", &m.cuda_error),
+        cublas: e.opt_regex("match.cublas", &m.cublas),
+        cudnn: e.opt_regex("match.cudnn", &m.cudnn),
+        nccl: e.opt_regex("match.nccl", &m.nccl),
+        oom,
+        fact,
+    }
+}
+
+fn compile_versions(
+    e: &mut Errors<'_>,
+    versions: &BTreeMap<String, String>,
+) -> Vec<(EnvKey, VersionReq, String)> {
+    const KEYS: &[(&str, EnvKey)] = &[
+        ("torch", EnvKey::Torch),
+        ("cuda", EnvKey::Cuda),
+        ("driver_cuda", EnvKey::DriverCuda),
+        ("cudnn", EnvKey::Cudnn),
+        ("driver", EnvKey::Driver),
+        ("transformers", EnvKey::Transformers),
+        ("python", EnvKey::Python),
+        ("nccl", EnvKey::Nccl),
+    ];
+    versions
+        .iter()
+        .filter_map(|(name, range)| {
+            let field = format!("match.versions.{name}");
+            let Some((_, key)) = KEYS.iter().find(|(k, _)| k == name) else {
+                e.push(&field, "unknown component; use torch, cuda, driver_cuda, cudnn, driver, transformers, python or nccl");
+                return None;
+            };
+            match VersionReq::parse(range) {
+                Ok(req) => Some((*key, req, range.clone())),
+                Err(err) => {
+                    e.push(&field, err.to_string());
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_come_from_paths() {
+        assert_eq!(id_from_path("cuda/illegal_address.toml"), "cuda.illegal_address");
+        assert_eq!(id_from_path("nccl\\watchdog.toml"), "nccl.watchdog");
+    }
+}

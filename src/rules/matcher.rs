@@ -1,0 +1,319 @@
+//! Matching rules against a log in one pass.
+//!
+//! While the log streams, [`Matcher`] runs the rule set's `RegexSet` once per candidate line and
+//! remembers where each pattern hit (a bounded number of hits per pattern). When the log is done,
+//! [`Matcher::evaluate`] checks each rule whose patterns hit (and the event-only rules) against
+//! those hits and the parsed events. Advice lines are never evidence.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::conditions::event_captures;
+use super::{Rule, RuleSet};
+use crate::model::{Confidence, EnvKey, Event, EventKind, EvidenceLine};
+use crate::normalize::{Level, Line};
+use crate::parse::{Parsed, advice_kind, regex};
+use crate::rules::version::Version;
+use crate::scan::LineSink;
+
+/// Hits kept at each end of a pattern's hit list.
+const KEPT_HITS: usize = 16;
+
+/// Evidence lines kept per finding.
+const MAX_EVIDENCE: usize = 8;
+
+/// A line on which a pattern matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    /// Original line number.
+    pub line: u64,
+    /// Normalized text (cut like event texts).
+    pub text: String,
+    /// Rank that printed it.
+    pub rank: Option<u32>,
+    /// The line is a warning (a logged warning or `SomethingWarning:`), not an error.
+    pub warning: bool,
+}
+
+/// Hits of one pattern: the first and the last few, and how many in all.
+#[derive(Debug, Clone, Default)]
+struct Hits {
+    first: Vec<Hit>,
+    last: VecDeque<Hit>,
+    total: u32,
+}
+
+impl Hits {
+    fn record(&mut self, hit: Hit) {
+        self.total = self.total.saturating_add(1);
+        if self.first.len() < KEPT_HITS {
+            self.first.push(hit);
+        } else {
+            if self.last.len() == KEPT_HITS {
+                self.last.pop_front();
+            }
+            self.last.push_back(hit);
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Hit> {
+        self.first.iter().chain(&self.last)
+    }
+
+    fn earliest(&self) -> Option<&Hit> {
+        self.first.first()
+    }
+
+    fn latest(&self) -> Option<&Hit> {
+        self.last.back().or(self.first.last())
+    }
+}
+
+/// A rule that matched, before ranking and rendering.
+#[derive(Debug, Clone)]
+pub struct Match {
+    /// Index of the rule in the rule set.
+    pub rule: usize,
+    /// Evidence lines, in log order.
+    pub evidence: Vec<EvidenceLine>,
+    /// Captured values.
+    pub captures: BTreeMap<String, String>,
+    /// Confidence after adjustments.
+    pub confidence: Confidence,
+    /// Why.
+    pub reasons: Vec<String>,
+}
+
+/// Streams lines, then evaluates the rules.
+#[derive(Debug)]
+pub struct Matcher<'r> {
+    rules: &'r RuleSet,
+    hits: Vec<Hits>,
+}
+
+impl<'r> Matcher<'r> {
+    /// A matcher for `rules` with no hits yet.
+    pub fn new(rules: &'r RuleSet) -> Self {
+        Self {
+            rules,
+            hits: vec![Hits::default(); rules.patterns().len()],
+        }
+    }
+
+    /// The rules that match, given the parsed events of the same log.
+    pub fn evaluate(&self, parsed: &Parsed) -> Vec<Match> {
+        self.rules
+            .rules()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, rule)| self.evaluate_rule(i, rule, parsed))
+            .collect()
+    }
+
+    fn hits(&self, pattern: usize) -> &Hits {
+        &self.hits[pattern]
+    }
+
+    fn evaluate_rule(&self, index: usize, rule: &Rule, parsed: &Parsed) -> Option<Match> {
+        if rule.not.iter().any(|&p| self.hits(p).total > 0) {
+            return None;
+        }
+        let any_hit: Vec<usize> = rule
+            .any
+            .iter()
+            .copied()
+            .filter(|&p| self.hits(p).total > 0)
+            .collect();
+        if !rule.any.is_empty() && any_hit.is_empty() {
+            return None;
+        }
+        if rule.all.iter().any(|&p| self.hits(p).total == 0) {
+            return None;
+        }
+        let all_hits = match rule.within {
+            Some(n) => self.hits_within(&any_hit, &rule.all, n)?,
+            None => rule
+                .all
+                .iter()
+                .filter_map(|&p| self.hits(p).earliest().cloned())
+                .collect(),
+        };
+        let events = rule.events.matching(&parsed.events)?;
+        let mut reasons = Vec::new();
+        if !versions_allow(rule, &parsed.events, &mut reasons) {
+            return None;
+        }
+
+        let mut evidence: Vec<(EvidenceLine, bool)> = Vec::new();
+        let mut captures = BTreeMap::new();
+        for &p in &any_hit {
+            let hits = self.hits(p);
+            if let Some(first) = hits.earliest() {
+                capture_groups(self.rules, p, &first.text, &mut captures);
+                evidence.push((evidence_line(first, hits.total), first.warning));
+            }
+            if let Some(last) = hits
+                .latest()
+                .filter(|h| Some(h.line) != hits.earliest().map(|e| e.line))
+            {
+                evidence.push((evidence_line(last, 1), last.warning));
+            }
+        }
+        for (p, hit) in rule.all.iter().zip(&all_hits) {
+            capture_groups(self.rules, *p, &hit.text, &mut captures);
+            evidence.push((evidence_line(hit, 1), hit.warning));
+        }
+        for event in events.iter().take(MAX_EVIDENCE) {
+            event_captures(event, &mut captures);
+            if let Some(line) = event_evidence(event) {
+                evidence.push((line, false));
+            }
+        }
+        for (name, p) in &rule.extract {
+            if let Some(hit) = self.hits(*p).earliest() {
+                extract_value(self.rules, *p, name, &hit.text, &mut captures);
+            }
+        }
+
+        evidence.sort_by_key(|(e, _)| e.line);
+        evidence.dedup_by_key(|(e, _)| e.line);
+        let only_warnings = !evidence.is_empty() && evidence.iter().all(|(_, warning)| *warning);
+        let mut evidence: Vec<EvidenceLine> = evidence.into_iter().map(|(e, _)| e).collect();
+        if evidence.len() > MAX_EVIDENCE {
+            // Keep the first lines (where the failure starts) and the very last one.
+            let last = evidence.pop();
+            evidence.truncate(MAX_EVIDENCE - 1);
+            evidence.extend(last);
+        }
+
+        let mut confidence = rule.confidence;
+        if only_warnings {
+            confidence = confidence.lowered();
+            reasons.push("seen only in warnings, not in an error".to_owned());
+        }
+        Some(Match {
+            rule: index,
+            evidence,
+            captures,
+            confidence,
+            reasons,
+        })
+    }
+
+    /// For each `all` pattern, a hit within `n` lines of a hit of an `any` pattern.
+    fn hits_within(&self, any: &[usize], all: &[usize], n: u64) -> Option<Vec<Hit>> {
+        let anchors: Vec<u64> = any
+            .iter()
+            .flat_map(|&p| self.hits(p).all().map(|h| h.line))
+            .collect();
+        all.iter()
+            .map(|&p| {
+                self.hits(p)
+                    .all()
+                    .find(|h| anchors.iter().any(|&a| a.abs_diff(h.line) <= n))
+                    .cloned()
+            })
+            .collect()
+    }
+}
+
+impl LineSink for Matcher<'_> {
+    fn line(&mut self, line: &Line<'_>) {
+        let matches = self.rules.pattern_set().matches(line.text);
+        if !matches.matched_any() || advice_kind(line.text).is_some() {
+            return;
+        }
+        let hit = Hit {
+            line: line.number,
+            text: crate::model::clip_text(line.text.trim()),
+            rank: line.rank(),
+            warning: line.meta.level == Some(Level::Warning) || regex!(r"\w*Warning: ").is_match(line.text),
+        };
+        for p in matches.iter() {
+            self.hits[p].record(hit.clone());
+        }
+    }
+}
+
+fn evidence_line(hit: &Hit, total: u32) -> EvidenceLine {
+    EvidenceLine {
+        line: hit.line,
+        text: hit.text.clone(),
+        rank: hit.rank,
+        repeats: (total > 1).then_some(total),
+    }
+}
+
+fn event_evidence(event: &Event) -> Option<EvidenceLine> {
+    let line = match &event.kind {
+        EventKind::Traceback(t) => t.final_exception().map_or(event.lines.start, |e| e.line),
+        _ => event.lines.start,
+    };
+    let repeats = match &event.kind {
+        EventKind::CudaAssert(a) => a.occurrences,
+        _ => event.count,
+    };
+    Some(EvidenceLine {
+        line,
+        text: event.text.clone()?,
+        rank: event.rank,
+        repeats: (repeats > 1).then_some(repeats),
+    })
+}
+
+fn capture_groups(rules: &RuleSet, pattern: usize, text: &str, out: &mut BTreeMap<String, String>) {
+    let re = rules.patterns().regex(pattern);
+    if re.captures_len() <= 1 {
+        return;
+    }
+    if let Some(c) = re.captures(text) {
+        for name in re.capture_names().flatten() {
+            if let Some(m) = c.name(name) {
+                out.entry(name.to_owned())
+                    .or_insert_with(|| m.as_str().to_owned());
+            }
+        }
+    }
+}
+
+fn extract_value(
+    rules: &RuleSet,
+    pattern: usize,
+    name: &str,
+    text: &str,
+    out: &mut BTreeMap<String, String>,
+) {
+    let Some(c) = rules.patterns().regex(pattern).captures(text) else {
+        return;
+    };
+    let value = c.name(name).or_else(|| c.get(1)).or_else(|| c.get(0));
+    if let Some(v) = value {
+        out.entry(name.to_owned())
+            .or_insert_with(|| v.as_str().to_owned());
+    }
+}
+
+/// The first version of `key` printed in the log.
+pub fn env_version(events: &[Event], key: EnvKey) -> Option<(String, Version)> {
+    events.iter().find_map(|e| match &e.kind {
+        EventKind::Env(f) if f.key == key => Version::parse(&f.value).map(|v| (f.value.clone(), v)),
+        _ => None,
+    })
+}
+
+/// Whether the versions in the log allow the rule; unknown versions allow it, with a reason.
+fn versions_allow(rule: &Rule, events: &[Event], reasons: &mut Vec<String>) -> bool {
+    for (key, req, written) in &rule.versions {
+        match env_version(events, *key) {
+            Some((_, version)) if !req.matches(&version) => return false,
+            Some((printed, _)) => reasons.push(format!(
+                "{} {printed} is in the affected range {written}",
+                key.name()
+            )),
+            None => reasons.push(format!(
+                "{} version not in the log; this cause only exists for {written}",
+                key.name()
+            )),
+        }
+    }
+    true
+}

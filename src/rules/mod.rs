@@ -1,0 +1,354 @@
+//! The rule base: loading and validating rule files, and the compiled [`RuleSet`] the matcher runs.
+//!
+//! Rules are TOML files under `rules/<area>/<name>.toml` (the path gives the id), with the classes
+//! they may use in `rules/taxonomy.toml`. The default rule base is embedded in the binary; a
+//! directory given with `--rules` replaces it. Loading never panics: every problem in every file is
+//! reported, naming the file, the rule and the field.
+
+mod compile;
+pub mod conditions;
+pub mod examples;
+pub mod lint;
+pub mod matcher;
+pub mod oom_compare;
+pub mod spec;
+pub mod template;
+pub mod version;
+
+pub use compile::{CompiledCause, CompiledFix, Rule, id_from_path};
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use regex::{Regex, RegexSet, RegexSetBuilder};
+
+use crate::scan::Prefilter;
+use spec::{ClassSpec, RuleSpec, TaxonomySpec};
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded_rules.rs"));
+}
+
+/// Name of the taxonomy file at the root of a rules directory.
+pub const TAXONOMY_FILE: &str = "taxonomy.toml";
+
+/// A problem with the rule base.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// A file could not be read.
+    #[error("{file}: cannot read: {message}")]
+    Io {
+        /// The file.
+        file: String,
+        /// Why.
+        message: String,
+    },
+    /// A file is not valid TOML or does not have the rule format.
+    #[error("{file}: {message}")]
+    Syntax {
+        /// The file.
+        file: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A field of a rule is invalid.
+    #[error("{file}: rule {rule}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// The rule id.
+        rule: String,
+        /// The field (`match.any[2]`).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Two files define the same rule id.
+    #[error("rule {id} is defined twice: {first} and {second}")]
+    Duplicate {
+        /// The id.
+        id: String,
+        /// First file.
+        first: String,
+        /// Second file.
+        second: String,
+    },
+    /// The rules together cannot be compiled.
+    #[error("the rule base does not compile as a whole: {0}")]
+    Combined(String),
+    /// No rule was found.
+    #[error("no rule files in {0}")]
+    Empty(String),
+}
+
+/// Every problem found while loading a rule base.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadErrors(pub Vec<LoadError>);
+
+impl fmt::Display for LoadErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} problem(s) in the rule base:", self.0.len())?;
+        for e in &self.0 {
+            writeln!(f, "  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LoadErrors {}
+
+impl From<LoadError> for LoadErrors {
+    fn from(e: LoadError) -> Self {
+        Self(vec![e])
+    }
+}
+
+/// One rule file's text and where it came from.
+#[derive(Debug, Clone)]
+pub struct RuleFile {
+    /// Path relative to the rules directory (`cuda/illegal_address.toml`): gives the id.
+    pub relative: String,
+    /// Path to show in messages.
+    pub display: String,
+    /// Contents.
+    pub text: String,
+}
+
+/// Line patterns of all rules, each compiled once however many rules share it.
+#[derive(Debug, Default, Clone)]
+pub struct PatternTable {
+    sources: Vec<String>,
+    regexes: Vec<Regex>,
+    index: HashMap<String, usize>,
+}
+
+impl PatternTable {
+    /// The id of `pattern`, compiling it the first time it is seen.
+    pub fn intern(&mut self, pattern: &str) -> Result<usize, String> {
+        if let Some(&id) = self.index.get(pattern) {
+            return Ok(id);
+        }
+        let regex = Regex::new(pattern).map_err(|e| format!("invalid regex: {e}"))?;
+        let id = self.sources.len();
+        self.sources.push(pattern.to_owned());
+        self.regexes.push(regex);
+        self.index.insert(pattern.to_owned(), id);
+        Ok(id)
+    }
+
+    /// The compiled pattern.
+    pub fn regex(&self, id: usize) -> &Regex {
+        &self.regexes[id]
+    }
+
+    /// The pattern as written.
+    pub fn source(&self, id: usize) -> &str {
+        &self.sources[id]
+    }
+
+    /// Number of distinct patterns.
+    pub fn len(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// Whether there is no pattern.
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty()
+    }
+}
+
+/// A compiled rule base.
+#[derive(Debug, Clone)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    patterns: PatternTable,
+    set: RegexSet,
+    prefilter: Prefilter,
+    classes: Vec<ClassSpec>,
+    origin: String,
+}
+
+impl RuleSet {
+    /// The rule base embedded in the binary.
+    pub fn embedded() -> Result<Self, LoadErrors> {
+        let mut taxonomy = None;
+        let mut files = Vec::new();
+        for (relative, text) in embedded::EMBEDDED_RULES {
+            let file = RuleFile {
+                relative: (*relative).to_owned(),
+                display: format!("rules/{relative}"),
+                text: (*text).to_owned(),
+            };
+            if *relative == TAXONOMY_FILE {
+                taxonomy = Some(file);
+            } else {
+                files.push(file);
+            }
+        }
+        let taxonomy =
+            taxonomy.ok_or_else(|| LoadError::Empty("the embedded rule base (no taxonomy.toml)".into()))?;
+        Self::from_files(&taxonomy, &files, "embedded")
+    }
+
+    /// The rule base in `dir` (`taxonomy.toml` and `<area>/<name>.toml` files).
+    pub fn load_dir(dir: &Path) -> Result<Self, LoadErrors> {
+        let read = |path: &Path| {
+            std::fs::read_to_string(path).map_err(|e| LoadError::Io {
+                file: path.display().to_string(),
+                message: e.to_string(),
+            })
+        };
+        let taxonomy_path = dir.join(TAXONOMY_FILE);
+        let taxonomy = RuleFile {
+            relative: TAXONOMY_FILE.to_owned(),
+            display: taxonomy_path.display().to_string(),
+            text: read(&taxonomy_path)?,
+        };
+        let mut paths = Vec::new();
+        collect_toml(dir, &mut paths).map_err(|e| LoadError::Io {
+            file: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+        paths.sort();
+        let mut files = Vec::new();
+        let mut errors = Vec::new();
+        for path in paths {
+            let relative = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            if relative == TAXONOMY_FILE {
+                continue;
+            }
+            match read(&path) {
+                Ok(text) => files.push(RuleFile {
+                    relative,
+                    display: path.display().to_string(),
+                    text,
+                }),
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(LoadErrors(errors));
+        }
+        Self::from_files(&taxonomy, &files, &dir.display().to_string())
+    }
+
+    /// Compiles rule files against a taxonomy.
+    pub fn from_files(taxonomy: &RuleFile, files: &[RuleFile], origin: &str) -> Result<Self, LoadErrors> {
+        let classes = toml::from_str::<TaxonomySpec>(&taxonomy.text)
+            .map_err(|e| LoadError::Syntax {
+                file: taxonomy.display.clone(),
+                message: e.to_string(),
+            })?
+            .classes;
+        let class_ids: Vec<String> = classes.iter().map(|c| c.id.clone()).collect();
+        if files.is_empty() {
+            return Err(LoadError::Empty(origin.to_owned()).into());
+        }
+        let mut errors = Vec::new();
+        let mut patterns = PatternTable::default();
+        let mut rules: Vec<Rule> = Vec::new();
+        for file in files {
+            let spec = match toml::from_str::<RuleSpec>(&file.text) {
+                Ok(spec) => spec,
+                Err(e) => {
+                    errors.push(LoadError::Syntax {
+                        file: file.display.clone(),
+                        message: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            if let Some(first) = rules.iter().find(|r| r.id == spec.id) {
+                errors.push(LoadError::Duplicate {
+                    id: spec.id.clone(),
+                    first: first.file.clone(),
+                    second: file.display.clone(),
+                });
+                continue;
+            }
+            let compiled = compile::compile_rule(
+                spec,
+                &file.display,
+                &file.relative,
+                &class_ids,
+                &mut patterns,
+                &mut errors,
+            );
+            rules.extend(compiled);
+        }
+        if !errors.is_empty() {
+            return Err(LoadErrors(errors));
+        }
+        let set = RegexSetBuilder::new(&patterns.sources)
+            .size_limit(256 << 20)
+            .dfa_size_limit(64 << 20)
+            .build()
+            .map_err(|e| LoadError::Combined(e.to_string()))?;
+        let mut prefilter_patterns: Vec<&str> = crate::parse::trigger_patterns().collect();
+        prefilter_patterns.extend(patterns.sources.iter().map(String::as_str));
+        let prefilter = Prefilter::new(prefilter_patterns).map_err(|e| LoadError::Combined(e.to_string()))?;
+        Ok(Self {
+            rules,
+            patterns,
+            set,
+            prefilter,
+            classes,
+            origin: origin.to_owned(),
+        })
+    }
+
+    /// The rules, in load order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// A rule by id.
+    pub fn rule(&self, id: &str) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.id == id)
+    }
+
+    /// The line patterns.
+    pub fn patterns(&self) -> &PatternTable {
+        &self.patterns
+    }
+
+    /// All line patterns as one set, for one pass per line.
+    pub fn pattern_set(&self) -> &RegexSet {
+        &self.set
+    }
+
+    /// The prefilter for parsing and matching together.
+    pub fn prefilter(&self) -> &Prefilter {
+        &self.prefilter
+    }
+
+    /// The taxonomy.
+    pub fn classes(&self) -> &[ClassSpec] {
+        &self.classes
+    }
+
+    /// Where the rules came from (`embedded` or a directory).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+}
+
+fn collect_toml(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_toml(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "toml") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
