@@ -50,7 +50,7 @@ pub const EXIT_ERROR: u8 = 2;
 #[derive(Debug, Clone, clap::Args)]
 pub struct RulesOption {
     /// Rules directory (taxonomy.toml and <area>/<name>.toml) replacing the embedded rule base.
-    #[arg(long = "rules", value_name = "DIR", env = "FAULTLINE_RULES")]
+    #[arg(long = "rules", value_name = "DIR", env = "FAULTLINE_RULES", global = true)]
     pub dir: Option<PathBuf>,
 }
 

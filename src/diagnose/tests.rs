@@ -21,7 +21,7 @@ fn an_assertion_line_outranks_the_generic_device_assert_which_becomes_its_sympto
             ("cuda.device_assert.unknown", Role::Symptom)
         ]
     );
-    assert_eq!(d.findings[1].symptom_of.as_deref(), Some("cuda.assert_index"));
+    assert_eq!(d.findings[1].symptom_of, Some(d.findings[0].rule.clone()));
 }
 
 #[test]
