@@ -9,8 +9,32 @@ use crate::model::{Finding, Role};
 pub fn rank<'a>(mut findings: Vec<Finding>, yields_to: impl Fn(&str) -> &'a [String]) -> Vec<Finding> {
     sort(&mut findings);
     demote_yielding(&mut findings, yields_to);
+    drop_redundant_symptoms(&mut findings);
     sort(&mut findings);
     findings
+}
+
+/// A symptom whose evidence lines all belong to its root cause's evidence says nothing new (a
+/// catch-all assertion rule under the rule that knows that assertion): it is dropped.
+fn drop_redundant_symptoms(findings: &mut Vec<Finding>) {
+    let redundant: Vec<bool> = findings
+        .iter()
+        .map(|f| {
+            let Some(root) = f
+                .symptom_of
+                .as_ref()
+                .and_then(|r| findings.iter().find(|g| &g.rule == r))
+            else {
+                return false;
+            };
+            !f.evidence.is_empty()
+                && f.evidence
+                    .iter()
+                    .all(|e| root.evidence.iter().any(|r| r.line == e.line))
+        })
+        .collect();
+    let mut flags = redundant.into_iter();
+    findings.retain(|_| !flags.next().unwrap_or(false));
 }
 
 fn sort(findings: &mut [Finding]) {
@@ -28,7 +52,8 @@ fn first_line(f: &Finding) -> u64 {
     f.evidence.first().map_or(u64::MAX, |e| e.line)
 }
 
-/// From the lowest-ranked up, a root that yields to another root's class becomes its symptom.
+/// From the lowest-ranked up, a root that yields to another root's class (its own class too: a
+/// catch-all rule yields to the specific rule of the same class) becomes its symptom.
 /// Going upwards means that of two rules yielding to each other, only the lower one yields.
 fn demote_yielding<'a>(findings: &mut [Finding], yields_to: impl Fn(&str) -> &'a [String]) {
     for i in (0..findings.len()).rev() {
@@ -41,10 +66,7 @@ fn demote_yielding<'a>(findings: &mut [Finding], yields_to: impl Fn(&str) -> &'a
             .iter()
             .enumerate()
             .find(|(j, g)| {
-                *j != i
-                    && g.role == Role::Root
-                    && g.class != f.class
-                    && globs.iter().any(|glob| class_matches(glob, &g.class))
+                *j != i && g.role == Role::Root && globs.iter().any(|glob| class_matches(glob, &g.class))
             })
             .map(|(_, g)| (g.rule.clone(), g.title.clone()));
         if let Some((rule, title)) = winner {
@@ -147,6 +169,30 @@ mod tests {
             |_| &star,
         );
         assert_eq!(order(&ranked), vec![("b", Role::Root), ("a", Role::Symptom)]);
+    }
+
+    #[test]
+    fn a_symptom_with_nothing_but_its_roots_evidence_is_dropped() {
+        let line = |n: u64| crate::model::EvidenceLine {
+            line: n,
+            text: String::new(),
+            rank: None,
+            repeats: None,
+        };
+        let mut root = finding("specific", "cuda.device_assert.index", Role::Root, 96);
+        root.evidence = vec![line(1)];
+        let mut catch_all = finding("catch_all", "cuda.device_assert.unknown", Role::Root, 60);
+        catch_all.evidence = vec![line(1)];
+        let mut generic = finding("generic", "cuda.device_assert.unknown", Role::Root, 55);
+        generic.evidence = vec![line(2)];
+        let star = vec!["cuda.device_assert.*".to_owned()];
+        let ranked = rank(vec![generic, catch_all, root], |id| {
+            if id == "specific" { &[] } else { &star }
+        });
+        assert_eq!(
+            order(&ranked),
+            vec![("specific", Role::Root), ("generic", Role::Symptom)]
+        );
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub(crate) const TRIGGERS: &[&str] = &[
     r"^File \S+:\d+, in ",
     r"^\S+\.py in [\w.<>]+\(",
     r"^-- Process \d+ terminated with the following error",
-    r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)\b",
+    r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit|Failure|Timeout)\b",
     r"^(?:StopIteration|StopAsyncIteration|GeneratorExit)\b",
 ];
 
