@@ -22,6 +22,10 @@ pub struct Event {
     /// [`MAX_EVENT_TEXT`] characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// The key line is a warning (a logged warning, `SomethingWarning:`, an error the library
+    /// says it recovers from), not a failure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warning: bool,
     /// What was recognised.
     #[serde(flatten)]
     pub kind: EventKind,
@@ -55,6 +59,7 @@ impl Event {
             count: 1,
             last_line: None,
             text: None,
+            warning: false,
             kind,
         }
     }
@@ -420,6 +425,8 @@ pub enum MemoryKind {
     Gpu,
     /// Host memory (`DefaultCPUAllocator: can't allocate memory`).
     Host,
+    /// Memory of another accelerator (Apple MPS, Intel XPU).
+    OtherAccelerator,
 }
 
 /// An out-of-memory report and every figure it printed, in bytes.

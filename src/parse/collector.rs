@@ -29,8 +29,9 @@ pub struct Collector {
     /// Folding key (rank + serialized kind) → index in `events`.
     folded: HashMap<String, usize>,
     asserts: HashMap<AssertKey, AssertTally>,
-    /// Index of the most recent out-of-memory event, so figures on following lines can join it.
-    last_oom: Option<usize>,
+    /// The latest event of each kind (`oom`, `cuda_assert`), so that details printed on the
+    /// following lines (OOM figures, device-side assertion reports) can join it.
+    latest: HashMap<&'static str, usize>,
     dropped: u64,
 }
 
@@ -46,6 +47,7 @@ impl Collector {
         }
         let mut event = Event::new(Span::line(line.number), line.rank(), kind);
         event.text = Some(clip_text(line.text.trim()));
+        event.warning = super::is_warning_line(line);
         let i = self.push(event)?;
         self.folded.insert(key, i);
         Some(i)
@@ -69,6 +71,7 @@ impl Collector {
             self.dropped += 1;
             return None;
         }
+        self.latest.insert(event.kind.name(), self.events.len());
         self.events.push(event);
         Some(self.events.len() - 1)
     }
@@ -88,6 +91,7 @@ impl Collector {
                 let mut event =
                     Event::new(Span::line(line.number), line.rank(), EventKind::CudaAssert(found));
                 event.text = Some(clip_text(line.text.trim()));
+                event.warning = super::is_warning_line(line);
                 let Some(event) = self.push(event) else {
                     return;
                 };
@@ -122,14 +126,10 @@ impl Collector {
         self.events.get_mut(index)
     }
 
-    /// Remembers `index` as the out-of-memory report later figure lines may complete.
-    pub fn set_last_oom(&mut self, index: Option<usize>) {
-        self.last_oom = index;
-    }
-
-    /// The latest out-of-memory event, if it started within `window` lines before `line`.
-    pub fn recent_oom(&mut self, line: u64, window: u64) -> Option<&mut Event> {
-        let event = self.events.get_mut(self.last_oom?)?;
+    /// The latest event of `kind` (by [`EventKind::name`]), if it ended within `window` lines
+    /// before `line`.
+    pub fn recent(&mut self, kind: &str, line: u64, window: u64) -> Option<&mut Event> {
+        let event = self.events.get_mut(*self.latest.get(kind)?)?;
         (line.saturating_sub(event.lines.end) <= window).then_some(event)
     }
 

@@ -14,6 +14,14 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: ",
+        handle: numbered_error,
+    },
+    Extractor {
+        trigger: r"GPU assertion failure message = |File containing assertion = |Device function containing assertion = ",
+        handle: dsa_report,
+    },
+    Extractor {
         trigger: r"Triton Error \[CUDA\]: ",
         handle: triton_error,
     },
@@ -180,21 +188,24 @@ fn assertion(out: &mut Collector, line: &Line<'_>) {
     };
     let location =
         regex!(r"(?P<file>[^\s:`']+\.(?P<ext>cuh?|c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):").captures(text);
-    if let Some(loc) = &location {
-        // glibc / CPU assertions in C or C++ files are not device assertions.
-        if !loc["ext"].starts_with("cu") && !text.contains("block: [") {
-            return;
-        }
-    }
     let grid = regex!(r"block: \[(?P<block>[\d, ]+)\], thread: \[(?P<thread>[\d, ]+)\]").captures(text);
-    let function = location.as_ref().and_then(|loc| {
-        let after = &text[loc.get(0).map_or(0, |m| m.end())..];
-        let end = after
-            .find("block:")
-            .or_else(|| after.find("Assertion"))
-            .unwrap_or(after.len());
-        short_function(after[..end].trim().trim_end_matches(':'))
-    });
+    if grid.is_none() && is_host_assertion(text, location.as_ref().map(|l| &l["ext"])) {
+        return;
+    }
+    let function = match &location {
+        Some(loc) => {
+            let after = &text[loc.get(0).map_or(0, |m| m.end())..];
+            let end = after
+                .find("block:")
+                .or_else(|| after.find("Assertion"))
+                .unwrap_or(after.len());
+            short_function(after[..end].trim().trim_end_matches(':'))
+        }
+        // `indexSelectLargeIndex: block: [..]` with the file cut off.
+        None => regex!(r"^\s*(?P<f>[A-Za-z_][\w:]*(?:\(\))?): block: ")
+            .captures(text)
+            .map(|c| c["f"].to_owned()),
+    };
     let found = CudaAssert {
         file: location.as_ref().map(|c| c["file"].to_owned()),
         source_line: location.as_ref().and_then(|c| c["line"].parse().ok()),
@@ -208,6 +219,53 @@ fn assertion(out: &mut Collector, line: &Line<'_>) {
     let thread = grid.as_ref().map(|g| g["thread"].replace(' ', ""));
     out.assertion(line, found, block.as_deref(), thread.as_deref());
 }
+
+/// An assertion of host code (glibc `assert`, TH / THNN on the CPU): a C / C++ source file named
+/// before (`file.c:12:`) or after (`at file.c:93`) it, or glibc's `` `expr' `` quoting.
+fn is_host_assertion(text: &str, ext: Option<&str>) -> bool {
+    if ext.is_some_and(|e| !e.starts_with("cu")) {
+        return true;
+    }
+    let named_after = regex!(r"failed\.?\s+at \S+\.(?:c|cc|cpp|cxx|h|hpp)(?::\d+)?").is_match(text);
+    named_after || (ext.is_none() && text.contains("' failed"))
+}
+
+/// torch's device-side assertion report (`TORCH_USE_CUDA_DSA` builds): a message line, then the
+/// file and the kernel on the following lines.
+fn dsa_report(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    if let Some(c) = regex!(r"GPU assertion failure message = (?P<e>.+)$").captures(text) {
+        let found = CudaAssert {
+            file: None,
+            source_line: None,
+            function: None,
+            expression: c["e"].trim().trim_matches('`').to_owned(),
+            occurrences: 0,
+            blocks: 0,
+            threads: 0,
+        };
+        out.assertion(line, found, None, None);
+        return;
+    }
+    let Some(event) = out.recent("cuda_assert", line.number, DSA_WINDOW) else {
+        return;
+    };
+    let EventKind::CudaAssert(a) = &mut event.kind else {
+        return;
+    };
+    if let Some(c) = regex!(r"File containing assertion = (?P<f>\S+?)(?::(?P<l>\d+))?$").captures(text) {
+        a.file.get_or_insert_with(|| c["f"].to_owned());
+        if let Some(l) = c.name("l") {
+            a.source_line = a.source_line.or(l.as_str().parse().ok());
+        }
+    } else if let Some(c) = regex!(r"Device function containing assertion = (?P<f>.+)$").captures(text) {
+        a.function.get_or_insert_with(|| c["f"].trim().to_owned());
+    }
+    event.lines.extend_to(line.number);
+}
+
+/// Lines after a device-side assertion message within which its details are looked for.
+const DSA_WINDOW: u64 = 6;
 
 /// The expression of the last complete "Assertion `expr` failed" on the line (interleaved output
 /// from many threads can garble the earlier ones).
@@ -235,6 +293,10 @@ fn assertion_expression(text: &str) -> Option<&str> {
 fn short_function(signature: &str) -> Option<String> {
     if signature.is_empty() {
         return None;
+    }
+    // `lambda [](int)->auto::operator()(int)->auto`, `operator()`.
+    if signature.contains("operator()") {
+        return Some("operator()".to_owned());
     }
     let head = match signature.find('(') {
         Some(0) | None => signature,
@@ -276,6 +338,26 @@ fn triton_error(out: &mut Collector, line: &Line<'_>) {
         return;
     };
     out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Runtime, None, None));
+}
+
+/// `THCudaCheck FAIL file=… line=… error=59 : device-side assert triggered`,
+/// `CUDA error 59: …`, `CUDA error (3): initialization error`, `HIP error: …`.
+fn numbered_error(out: &mut Collector, line: &Line<'_>) {
+    let text = line.text;
+    let (code, message, api) =
+        if let Some(c) = regex!(r"THCudaCheck FAIL .*error=(?P<n>\d+) : (?P<m>.+)$").captures(text) {
+            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Legacy)
+        } else if let Some(c) = regex!(r"CUDA error \(?(?P<n>\d+)\)?: (?P<m>.+)$").captures(text) {
+            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Runtime)
+        } else if let Some(c) = regex!(r"HIP error: (?P<m>.+)$").captures(text) {
+            (None, c["m"].to_owned(), CudaApi::Runtime)
+        } else {
+            return;
+        };
+    let message = message.trim().trim_end_matches('.');
+    if !message.is_empty() {
+        out.emit(line, cuda_error(message, api, code, None));
+    }
 }
 
 fn legacy_error(out: &mut Collector, line: &Line<'_>) {
@@ -470,6 +552,61 @@ mod tests {
             kinds("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`");
         assert!(!found.iter().any(|k| matches!(k, EventKind::CudaError(_))));
         assert!(found.iter().any(|k| matches!(k, EventKind::Cublas(_))));
+    }
+
+    #[test]
+    fn numbered_thc_and_hip_errors_are_cuda_errors() {
+        let found = kinds(
+            "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=265 error=59 : device-side assert triggered\nCUDA error (3): initialization error\nHIP error: invalid device function\n",
+        );
+        let errors: Vec<_> = found
+            .iter()
+            .filter_map(|k| match k {
+                EventKind::CudaError(e) => Some((e.code, e.message.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            errors,
+            vec![
+                (Some(59), "device-side assert triggered"),
+                (Some(3), "initialization error"),
+                (Some(98), "invalid device function")
+            ]
+        );
+    }
+
+    #[test]
+    fn host_assertions_from_th_on_the_cpu_are_not_device_assertions() {
+        let found = kinds(
+            "Assertion `cur_target >= 0 && cur_target < n_classes' failed.  at /pytorch/aten/src/THNN/generic/ClassNLLCriterion.c:93",
+        );
+        assert!(
+            !found.iter().any(|k| matches!(k, EventKind::CudaAssert(_))),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn lambda_kernels_and_file_less_lines_give_a_function() {
+        let a = only_assert(
+            "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:60: lambda [](int)->auto::operator()(int)->auto: block: [0,0,0], thread: [0,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && \"index out of bounds\"` failed.",
+        );
+        assert_eq!(a.function.as_deref(), Some("operator()"));
+        let a = only_assert(
+            "indexSelectLargeIndex: block: [2,0,0], thread: [1,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+        );
+        assert_eq!(a.function.as_deref(), Some("indexSelectLargeIndex"));
+    }
+
+    #[test]
+    fn device_side_assertion_reports_become_assertions() {
+        let a = only_assert(
+            "CUDA device-side assertion failures were found on GPU #0!\nAssertion failure 0\n  GPU assertion failure message = srcIndex < srcSelectDimSize\n  File containing assertion = /opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1236\n  Device function containing assertion = indexSelectSmallIndex\n",
+        );
+        assert_eq!(a.expression, "srcIndex < srcSelectDimSize");
+        assert_eq!(a.source_line, Some(1236));
+        assert_eq!(a.function.as_deref(), Some("indexSelectSmallIndex"));
     }
 
     #[test]

@@ -6,19 +6,19 @@ use crate::normalize::Line;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"shapes cannot be multiplied|size mismatch, m1: |must match the size of tensor b|Target size .* must be the same as input size|Expected input batch_size",
+        trigger: r"shapes cannot be multiplied|size mismatch, m1: |must match the size of tensor b|Target size .* must be the same as input size|Expected input batch_size|Using a target size .* that is different to the input size|The expanded size of the tensor",
         handle: shapes,
     },
     Extractor {
-        trigger: r"expected scalar type \w+ but found|to have the same dtype|must have the same dtype|Found dtype \w+ but expected|can't be cast to the desired output type|Input type \(.*\) and weight type|not implemented for '\w+'",
+        trigger: r"expected scalar type \w+ but found|to have the same dtype|must have the same dtype|Found dtype \w+ but expected|can't be cast to the desired output type|Input type \(.*\) and (?:weight|bias) type|not implemented for '\w+'|Expected object of (?:scalar )?type",
         handle: dtypes,
     },
     Extractor {
-        trigger: r"Expected all tensors to be on the same device|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU",
+        trigger: r"Expected all tensors to be on the same device|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU|Input and parameter tensors are not at the same device",
         handle: devices,
     },
     Extractor {
-        trigger: r"size mismatch for [\w.]+: copying a param|found shape torch\.Size\(\[[\d, ]*\]\) in the checkpoint",
+        trigger: r"size mismatch for [\w.]+: copying a param|found shape torch\.Size\(\[[\d, ]*\]\) in the checkpoint|While copying the parameter named",
         handle: checkpoint,
     },
     Extractor {
@@ -73,20 +73,46 @@ fn shapes(out: &mut Collector, line: &Line<'_>) {
             target: dims(&c["t"]),
             input: dims(&c["i"]),
         }
+    } else if let Some(c) = regex!(
+        r"Using a target size \((?:torch\.Size\()?\[(?P<t>[\d, ]*)\]\)?\) that is different to the input size \((?:torch\.Size\()?\[(?P<i>[\d, ]*)\]\)?\)"
+    )
+    .captures(text)
+    {
+        Fact::TargetInputShapes {
+            target: dims(&c["t"]),
+            input: dims(&c["i"]),
+        }
+    } else if let Some(c) = regex!(
+        r"expanded size of the tensor \((?P<a>\d+)\) must match the existing size \((?P<b>\d+)\) at non-singleton dimension (?P<d>\d+)"
+    )
+    .captures(text)
+    {
+        let (Ok(a), Ok(b), Ok(dim)) = (c["a"].parse(), c["b"].parse(), c["d"].parse()) else {
+            return;
+        };
+        Fact::BroadcastSizes { a, b, dim }
     } else {
         return;
     };
     out.emit(line, EventKind::Fact(fact));
 }
 
-/// `torch.cuda.HalfTensor` → (`cuda`, `Half`); `torch.FloatTensor` → (`cpu`, `Float`).
+/// `torch.cuda.HalfTensor` → (`cuda`, `Half`); `torch.FloatTensor` → (`cpu`, `Float`);
+/// ATen's `CUDAFloatType` → (`cuda`, `Float`).
 fn tensor_type(name: &str) -> (&'static str, String) {
-    let device = if name.contains("cuda") { "cuda" } else { "cpu" };
+    let device = if name.contains("cuda") || name.starts_with("CUDA") {
+        "cuda"
+    } else {
+        "cpu"
+    };
     let dtype = name
         .rsplit('.')
         .next()
         .unwrap_or(name)
+        .trim_start_matches("CUDA")
+        .trim_start_matches("CPU")
         .trim_end_matches("Tensor")
+        .trim_end_matches("Type")
         .to_owned();
     (device, dtype)
 }
@@ -114,12 +140,19 @@ fn dtypes(out: &mut Collector, line: &Line<'_>) {
         regex!(r"result type (?P<f>\w+) can't be cast to the desired output type (?P<e>\w+)").captures(text)
     {
         pair(&c["e"], &c["f"])
-    } else if let Some(c) =
-        regex!(r"Input type \((?P<i>[\w.]+)\) and weight type \((?P<w>[\w.]+)\) should be the same")
-            .captures(text)
+    } else if let Some(c) = regex!(r"Expected object of scalar type (?P<e>\w+) but got scalar type (?P<f>\w+)").captures(text) {
+        pair(&c["e"], &c["f"])
+    } else if let Some(c) = regex!(r"Input type \((?P<f>[\w:]+)\) and bias type \((?P<e>[\w:]+)\)").captures(text) {
+        pair(&c["e"], &c["f"])
+    } else if let Some(c) = regex!(
+        r"(?:Input type \((?P<i>[\w.]+)\) and weight type \((?P<w>[\w.]+)\)|Expected object of type (?P<w2>[\w.]+) but found type (?P<i2>[\w.]+))"
+    )
+    .captures(text)
     {
-        let (input_device, input_dtype) = tensor_type(&c["i"]);
-        let (weight_device, weight_dtype) = tensor_type(&c["w"]);
+        let input = c.name("i").or(c.name("i2")).map_or("", |m| m.as_str());
+        let weight = c.name("w").or(c.name("w2")).map_or("", |m| m.as_str());
+        let (input_device, input_dtype) = tensor_type(input);
+        let (weight_device, weight_dtype) = tensor_type(weight);
         if input_device != weight_device {
             out.emit(
                 line,
@@ -162,6 +195,15 @@ fn devices(out: &mut Collector, line: &Line<'_>) {
         pair(&c["a"].to_ascii_lowercase(), &c["b"].to_ascii_lowercase())
     } else if let Some(c) = regex!(r"but device (?P<a>\d+) does not equal (?P<b>\d+)").captures(text) {
         pair(&format!("cuda:{}", &c["a"]), &format!("cuda:{}", &c["b"]))
+    } else if let Some(c) =
+        regex!(r"but got \w+ is on (?P<a>[\w:]+), different from other tensors on (?P<b>[\w:]+)")
+            .captures(text)
+    {
+        pair(&c["a"], &c["b"])
+    } else if let Some(c) =
+        regex!(r"found input tensor at (?P<a>[\w:]+) and parameter tensor at (?P<b>[\w:]+)").captures(text)
+    {
+        pair(&c["a"], &c["b"])
     } else if text.contains("is on CPU, but expected it to be on GPU") {
         pair("cpu", "cuda")
     } else {
@@ -178,7 +220,22 @@ fn checkpoint(out: &mut Collector, line: &Line<'_>) {
     let hf = regex!(
         r"(?P<p>[\w.]+): found shape torch\.Size\(\[(?P<c>[\d, ]*)\]\) in the checkpoint and torch\.Size\(\[(?P<m>[\d, ]*)\]\) in the model"
     );
-    for c in torch.captures_iter(text).chain(hf.captures_iter(text)) {
+    // torch 0.4.1: `copying a param of torch.Size([10, 512]) from checkpoint, where the shape is
+    // torch.Size([1000, 512]) in current model`; torch 0.3: `While copying the parameter named
+    // fc.weight, whose dimensions in the model are torch.Size([…]) and whose dimensions in the
+    // checkpoint are torch.Size([…])`.
+    let old = regex!(
+        r"size mismatch for (?P<p>[\w.]+): copying a param of torch\.Size\(\[(?P<c>[\d, ]*)\]\) from checkpoint, where the shape is torch\.Size\(\[(?P<m>[\d, ]*)\]\) in current model"
+    );
+    let oldest = regex!(
+        r"While copying the parameter named (?P<p>[\w.]+), whose dimensions in the model are torch\.Size\(\[(?P<m>[\d, ]*)\]\) and whose dimensions in the checkpoint are torch\.Size\(\[(?P<c>[\d, ]*)\]\)"
+    );
+    let all = torch
+        .captures_iter(text)
+        .chain(hf.captures_iter(text))
+        .chain(old.captures_iter(text))
+        .chain(oldest.captures_iter(text));
+    for c in all {
         let fact = Fact::CheckpointSizeMismatch {
             parameter: c["p"].to_owned(),
             checkpoint: dims(&c["c"]),
@@ -357,6 +414,72 @@ mod tests {
                     model: vec![10]
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn older_and_newer_wordings_of_the_same_facts() {
+        assert_eq!(
+            facts(
+                "RuntimeError: Expected all tensors to be on the same device, but got index is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA__index_select)"
+            ),
+            vec![Fact::Devices {
+                first: "cpu".into(),
+                second: "cuda:0".into()
+            }]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: Input type (CUDAFloatType) and weight type (CPUFloatType) should be the same"
+            ),
+            vec![Fact::Devices {
+                first: "cuda".into(),
+                second: "cpu".into()
+            }]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be th"
+            ),
+            vec![Fact::Devices {
+                first: "cpu".into(),
+                second: "cuda".into()
+            }]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: Expected object of scalar type Long but got scalar type Float for argument #2 'target'"
+            ),
+            vec![Fact::Dtypes {
+                expected: "Long".into(),
+                found: "Float".into()
+            }]
+        );
+        assert_eq!(
+            facts("RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float!= c10::Half"),
+            vec![Fact::Dtypes {
+                expected: "float".into(),
+                found: "c10::Half".into()
+            }]
+        );
+        assert_eq!(
+            facts(
+                "ValueError: Using a target size (torch.Size([8, 1])) that is different to the input size (torch.Size([8, 2])) is deprecated."
+            ),
+            vec![Fact::TargetInputShapes {
+                target: vec![8, 1],
+                input: vec![8, 2]
+            }]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: Error(s) in loading state_dict for ResNet:\n\tsize mismatch for fc.weight: copying a param of torch.Size([10, 512]) from checkpoint, where the shape is torch.Size([1000, 512]) in current model."
+            ),
+            vec![Fact::CheckpointSizeMismatch {
+                parameter: "fc.weight".into(),
+                checkpoint: vec![10, 512],
+                model: vec![1000, 512]
+            }]
         );
     }
 

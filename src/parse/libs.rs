@@ -6,7 +6,7 @@ use crate::normalize::Line;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|(?i:cublas) runtime error : |cuBLAS API failed with status \d+",
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|(?i:cublas) runtime error : |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)",
         handle: cublas,
     },
     Extractor {
@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: cublas_illegal_parameter,
     },
     Extractor {
-        trigger: r"CUDNN_STATUS_[A-Z_]+|(?i:cudnn) error: |Unable to find a valid cuDNN algorithm|no valid convolution algorithms available in CuDNN",
+        trigger: r"CUDNN_STATUS_[A-Z_]+|(?i:cudnn) error: |Unable to find a valid cuDNN algorithm|no valid convolution algorithms available in CuDNN|cuDNN version incompatibility|(?:GET|FIND) was unable to find an engine|(?i:cudnn) frontend error",
         handle: cudnn,
     },
     Extractor {
@@ -26,7 +26,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: nccl_error,
     },
     Extractor {
-        trigger: r"Watchdog caught collective operation timeout",
+        trigger: r"(?:Watchdog caught|Caught) collective operation timeout|Timeout at NCCL work: \d+",
         handle: nccl_watchdog,
     },
 ];
@@ -78,8 +78,16 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             Some((_, status)) => (*status).to_owned(),
             None => "UNKNOWN".to_owned(),
         }
-    } else if let Some(c) = regex!(r"cuBLAS API failed with status (?P<n>\d+)").captures(text) {
-        let n: u32 = c["n"].parse().unwrap_or(0);
+    } else if let Some(c) = regex!(
+        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)"
+    )
+    .captures(text)
+    {
+        let n: u32 = ["n", "m", "o"]
+            .iter()
+            .find_map(|g| c.name(g))
+            .and_then(|m| m.as_str().parse().ok())
+            .unwrap_or(0);
         CUBLAS_CODES
             .iter()
             .find(|(code, _)| *code == n)
@@ -87,30 +95,55 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
     } else {
         return;
     };
-    let call = regex!(r"when calling `?(?P<call>\w+)\s*\((?P<args>[^`]*?)\)?`?\s*$").captures(text);
+    // `when calling `cublasGemmEx( handle, …)``; the call may be cut off or lack its parentheses.
+    let call = regex!(r"when calling `?(?P<call>\w+)(?:\s*\((?P<args>[^`]*?)\)?`?\s*$)?").captures(text);
     let args: Vec<String> = call
         .as_ref()
-        .map(|c| {
-            c["args"]
+        .and_then(|c| c.name("args"))
+        .map(|a| {
+            a.as_str()
                 .split(',')
                 .map(|a| a.trim().to_owned())
                 .filter(|a| !a.is_empty())
                 .collect()
         })
         .unwrap_or_default();
-    let dtypes = args
-        .iter()
-        .filter(|a| a.starts_with("CUDA_R_") || a.starts_with("CUDA_C_") || a.starts_with("CUBLAS_COMPUTE_"))
-        .cloned()
-        .collect();
     let event = CublasError {
         status,
+        dtypes: dtypes_in(text),
         call: call.map(|c| c["call"].to_owned()),
         args,
-        dtypes,
         illegal_parameter: None,
     };
     out.emit(line, EventKind::Cublas(event));
+}
+
+/// CUDA data types named on a cuBLAS line: `CUDA_R_16F` arguments (also inside
+/// `cond ? CUDA_R_32F : …`), and cuBLASLt's numeric `abcType 14` / `cType 0`.
+fn dtypes_in(text: &str) -> Vec<String> {
+    let named = regex!(r"\b(?:CUDA_[RC]_\w+|CUBLAS_COMPUTE_\w+)")
+        .find_iter(text)
+        .map(|m| m.as_str().to_owned());
+    let numbered = regex!(r"\b(?:abc|ab|a|b|c|d|scale)Type[ =:]+(?P<n>\d+)")
+        .captures_iter(text)
+        .filter_map(|c| cuda_data_type(c["n"].parse().ok()?).map(str::to_owned));
+    named.chain(numbered).collect()
+}
+
+/// `cudaDataType_t` values as cuBLASLt prints them.
+fn cuda_data_type(n: u32) -> Option<&'static str> {
+    Some(match n {
+        0 => "CUDA_R_32F",
+        1 => "CUDA_R_64F",
+        2 => "CUDA_R_16F",
+        3 => "CUDA_R_8I",
+        8 => "CUDA_R_8U",
+        10 => "CUDA_R_32I",
+        14 => "CUDA_R_16BF",
+        28 => "CUDA_R_8F_E4M3",
+        29 => "CUDA_R_8F_E5M2",
+        _ => return None,
+    })
 }
 
 fn cublas_illegal_parameter(out: &mut Collector, line: &Line<'_>) {
@@ -131,8 +164,12 @@ fn cublas_illegal_parameter(out: &mut Collector, line: &Line<'_>) {
 fn cudnn(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
     let status = regex!(r"CUDNN_STATUS_(?P<s>[A-Z_]+)")
-        .captures(text)
-        .map(|c| c["s"].to_owned());
+        .captures_iter(text)
+        .map(|c| c["s"].to_owned())
+        .find(|s| s != "SUCCESS");
+    if status.is_none() && regex!(r"CUDNN_STATUS_SUCCESS").is_match(text) && !text.contains("rror") {
+        return; // A check that printed only the expected status.
+    }
     let message = regex!(r"(?i:cudnn) error: (?P<msg>.+)$")
         .captures(text)
         .map_or_else(|| text.trim().to_owned(), |c| c["msg"].trim().to_owned());
@@ -196,7 +233,8 @@ fn nccl_error(out: &mut Collector, line: &Line<'_>) {
 fn nccl_watchdog(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
     let number = |name: &str| -> Option<u64> {
-        let re = regex!(r"(?P<k>SeqNum|NumelIn|NumelOut|Timeout\(ms\))=(?P<v>\d+)");
+        let re =
+            regex!(r"(?P<k>SeqNum|NumelIn|NumelOut|Timeout\(ms\)|Timeout at NCCL work)(?:: ?|=)(?P<v>\d+)");
         re.captures_iter(text)
             .find(|c| &c["k"] == name)
             .and_then(|c| c["v"].parse().ok())
@@ -207,11 +245,12 @@ fn nccl_watchdog(out: &mut Collector, line: &Line<'_>) {
     let ran_ms = regex!(r"ran for (?P<ms>\d+) milliseconds")
         .captures(text)
         .and_then(|c| c["ms"].parse().ok());
-    let message = regex!(r"(?P<msg>Watchdog caught collective operation timeout.*)$")
-        .captures(text)
-        .map_or_else(|| text.to_owned(), |c| c["msg"].to_owned());
+    let message =
+        regex!(r"(?P<msg>(?:Watchdog caught|Caught) collective operation timeout.*|Timeout at NCCL work.*)$")
+            .captures(text)
+            .map_or_else(|| text.to_owned(), |c| c["msg"].to_owned());
     let kind = NcclKind::WatchdogTimeout {
-        seq: number("SeqNum"),
+        seq: number("SeqNum").or_else(|| number("Timeout at NCCL work")),
         op,
         numel_in: number("NumelIn"),
         numel_out: number("NumelOut"),
@@ -330,6 +369,64 @@ mod tests {
                 timeout_ms: Some(600_000),
                 ran_ms: Some(600_067),
             }
+        );
+    }
+
+    #[test]
+    fn old_and_cut_watchdog_reports_are_timeouts_too() {
+        let kinds: Vec<NcclKind> = parse_str(
+            "[E ProcessGroupNCCL.cpp:566] Caught collective operation timeout: WorkNCCL(OpType=BROADCAST, TensorShape=[1], Timeout(ms)=1800000) ran for 1800124 milliseconds before timing out.\n[PG 1 Rank 1] Timeout at NCCL work: 158046, last enqueued NCCL work: 158046, last completed NCCL work: 158045.\n",
+        )
+        .events
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Nccl(n) => Some(n.kind),
+            _ => None,
+        })
+        .collect();
+        assert!(
+            matches!(&kinds[0], NcclKind::WatchdogTimeout { op: Some(op), timeout_ms: Some(1_800_000), .. } if op == "BROADCAST"),
+            "{kinds:?}"
+        );
+        assert!(
+            matches!(
+                &kinds[1],
+                NcclKind::WatchdogTimeout {
+                    seq: Some(158_046),
+                    ..
+                }
+            ),
+            "{kinds:?}"
+        );
+    }
+
+    #[test]
+    fn numbered_cublas_statuses_and_cublaslt_types() {
+        assert_eq!(
+            cublas("Check failed: status == CUBLAS_STATUS_SUCCESS (11 vs. 0)").status,
+            "MAPPING_ERROR"
+        );
+        assert_eq!(
+            cublas("OSError: (External) CUBLAS error(15).").status,
+            "NOT_SUPPORTED"
+        );
+        let c = cublas(
+            "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul with transpose_mat1 1 transpose_mat2 0 m 4096 n 8 k 4096 mat1_ld 4096 mat2_ld 4096 result_ld 4096 abcType 14 computeType 68 scaleType 0",
+        );
+        assert_eq!(c.call.as_deref(), Some("cublasLtMatmul"));
+        assert_eq!(c.dtypes, vec!["CUDA_R_16BF", "CUDA_R_32F"]);
+        let c = cublas(
+            "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmStridedBatchedExFix",
+        );
+        assert_eq!(c.call.as_deref(), Some("cublasGemmStridedBatchedExFix"));
+    }
+
+    #[test]
+    fn a_cudnn_check_that_printed_only_success_is_no_event() {
+        let events = parse_str("cudnn status: CUDNN_STATUS_SUCCESS\n").events;
+        assert!(
+            events.iter().all(|e| !matches!(e.kind, EventKind::Cudnn(_))),
+            "{events:?}"
         );
     }
 

@@ -52,6 +52,14 @@ pub(crate) struct Extractor {
     pub handle: fn(&mut Collector, &Line<'_>),
 }
 
+/// Whether a line reports a warning rather than a failure: a warning log level, a Python
+/// `SomethingWarning:`, or a library saying it recovers from the error it prints.
+pub fn is_warning_line(line: &Line<'_>) -> bool {
+    line.meta.level == Some(crate::normalize::Level::Warning)
+        || regex!(r"\w*Warning: |\[W\d{3,4} |(?i)will (?:attempt to )?recover|falling back to")
+            .is_match(line.text)
+}
+
 /// Compiles a table of constant (pattern, value) pairs.
 pub(crate) fn compile_table<T: Copy>(table: &[(&str, T)]) -> Vec<(Regex, T)> {
     table

@@ -9,26 +9,31 @@ const FIGURE_WINDOW: u64 = 4;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|OOM when allocating tensor|RESOURCE_EXHAUSTED: Out of memory|DefaultCPUAllocator: (?:can't|not enough memory)",
+        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|RESOURCE_EXHAUSTED: Out of memory|DefaultCPUAllocator: (?:can't|not enough memory)",
         handle: report,
     },
     Extractor {
-        trigger: r"total capacity|is allocated by PyTorch|reserved in total by PyTorch|memory in use\.",
+        trigger: r"total capacity|is allocated by PyTorch|reserved in total by PyTorch|memory in use\.|^\s*(?:Currently allocated|Requested|Device limit|Free \(according to CUDA\))\s*: ",
         handle: figures_only,
     },
 ];
 
 fn report(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
-    let host = text.contains("DefaultCPUAllocator");
+    let memory = if text.contains("DefaultCPUAllocator") {
+        MemoryKind::Host
+    } else if regex!(r"(?i)\b(?:MPS|XPU) (?:backend )?out of memory").is_match(text) {
+        MemoryKind::OtherAccelerator
+    } else {
+        MemoryKind::Gpu
+    };
     let mut oom = OomReport {
-        memory: Some(if host { MemoryKind::Host } else { MemoryKind::Gpu }),
+        memory: Some(memory),
         message: oom_message(text),
         ..OomReport::default()
     };
     fill_figures(&mut oom, text);
-    let index = out.emit(line, EventKind::Oom(oom));
-    out.set_last_oom(index);
+    out.emit(line, EventKind::Oom(oom));
 }
 
 /// Figures printed on a line after the out-of-memory line join its report.
@@ -36,7 +41,7 @@ fn figures_only(out: &mut Collector, line: &Line<'_>) {
     if regex!(r"(?i)out of memory|OutOfMemoryError").is_match(line.text) {
         return; // `report` handles the line itself.
     }
-    if let Some(event) = out.recent_oom(line.number, FIGURE_WINDOW)
+    if let Some(event) = out.recent("oom", line.number, FIGURE_WINDOW)
         && let EventKind::Oom(oom) = &mut event.kind
     {
         fill_figures(oom, line.text);
@@ -69,7 +74,12 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
     let free = regex!(
         r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) free[;)]|of which (?P<w>[\d.]+ ?(?:[KMGTP]i?B|bytes)) is free"
     );
-    let reserved = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) reserved in total by PyTorch");
+    // torch <= 1.4 called reserved memory "cached".
+    let reserved = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) (?:reserved in total by PyTorch|cached\))");
+    // The cudaMallocAsync allocator reports its figures one per line.
+    let async_figure = regex!(
+        r"^\s*(?P<k>Currently allocated|Requested|Device limit|Free \(according to CUDA\))\s*: (?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes|B))"
+    );
     let unallocated = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) is reserved by PyTorch but unallocated");
     let process =
         regex!(r"(?:Process \d+ has|this process has) (?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) memory in use");
@@ -92,6 +102,16 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
     oom.reserved_bytes = oom.reserved_bytes.or_else(|| size("v", reserved));
     oom.reserved_unallocated_bytes = oom.reserved_unallocated_bytes.or_else(|| size("v", unallocated));
     oom.process_bytes = oom.process_bytes.or_else(|| size("v", process));
+    if let Some(c) = async_figure.captures(text) {
+        let value = parse_size(&c["v"]);
+        let slot = match &c["k"] {
+            "Currently allocated" => &mut oom.allocated_bytes,
+            "Requested" => &mut oom.tried_bytes,
+            "Device limit" => &mut oom.total_bytes,
+            _ => &mut oom.free_bytes,
+        };
+        *slot = slot.or(value);
+    }
 }
 
 /// `20.00 MiB` → 20971520. Decimal units (`MB`) are read as torch means them: binary.
@@ -181,6 +201,37 @@ mod tests {
             "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.\nGPU 1 has a total capacity of 79.15 GiB of which 1.23 GiB is free.\n",
         );
         assert_eq!((o.gpu, o.total_bytes), (Some(1), gib(79.15)));
+    }
+
+    #[test]
+    fn old_reports_call_reserved_memory_cached() {
+        let o = oom(
+            "RuntimeError: CUDA out of memory. Tried to allocate 12.00 MiB (GPU 0; 10.92 GiB total capacity; 9.48 GiB already allocated; 52.50 MiB free; 9.73 GiB cached)",
+        );
+        assert_eq!(o.reserved_bytes, gib(9.73));
+    }
+
+    #[test]
+    fn legacy_and_async_allocator_reports_are_reports() {
+        let o = oom(
+            "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingAllocator.cpp line=510 error=2 : out of memory",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Gpu));
+        let o = oom(
+            "torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     : 7.31 GiB\nRequested               : 2.00 GiB\nDevice limit            : 8.00 GiB\nFree (according to CUDA): 0 bytes\n",
+        );
+        assert_eq!(
+            (o.allocated_bytes, o.tried_bytes, o.total_bytes, o.free_bytes),
+            (gib(7.31), gib(2.0), gib(8.0), Some(0))
+        );
+    }
+
+    #[test]
+    fn apple_mps_memory_is_not_cuda_memory() {
+        let o = oom(
+            "RuntimeError: MPS backend out of memory (MPS allocated: 17.95 GB, other allocations: 180.42 MB, max allowed: 18.13 GB). Tried to allocate 256 bytes on shared pool.",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::OtherAccelerator));
     }
 
     #[test]

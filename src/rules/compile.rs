@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 
-use super::conditions::{AssertCond, EventConditions, ExceptionCond, FACT_KINDS, OomCond};
+use super::conditions::{AssertCond, EventConditions, ExceptionCond, FACT_KINDS, FrameCond, OomCond};
 use super::oom_compare::OomCompare;
 use super::spec::{ExampleSpec, RuleSpec};
 use super::template::Template;
@@ -83,6 +83,8 @@ pub struct Rule {
     pub events: EventConditions,
     /// Version ranges.
     pub versions: Vec<(EnvKey, VersionReq, String)>,
+    /// The versions must be printed in the log.
+    pub require_versions: bool,
     /// Named extractions: name and pattern.
     pub extract: Vec<(String, usize)>,
     /// Causes.
@@ -277,6 +279,7 @@ pub(super) fn compile_rule(
         within: m.within,
         events,
         versions,
+        require_versions: m.require_versions,
         extract,
         causes,
         fixes,
@@ -331,7 +334,12 @@ fn compile_events(e: &mut Errors<'_>, spec: &RuleSpec) -> EventConditions {
         }
         known
     });
+    let frame = m.frame.as_ref().map(|f| FrameCond {
+        file: e.opt_regex("match.frame.file", &f.file),
+        function: e.opt_regex("match.frame.function", &f.function),
+    });
     EventConditions {
+        frame,
         exception,
         cuda_assert,
         cuda_error: e.opt_regex("match.cuda_error", &m.cuda_error),

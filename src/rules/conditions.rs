@@ -27,6 +27,15 @@ pub struct AssertCond {
     pub function: Option<Regex>,
 }
 
+/// Condition on a traceback frame.
+#[derive(Debug, Clone)]
+pub struct FrameCond {
+    /// Regex on the file.
+    pub file: Option<Regex>,
+    /// Regex on the function.
+    pub function: Option<Regex>,
+}
+
 /// Condition on an OOM report.
 #[derive(Debug, Clone)]
 pub struct OomCond {
@@ -58,10 +67,11 @@ enum Kind {
     Nccl,
     Oom,
     Fact,
+    Frame,
 }
 
 impl Kind {
-    const ALL: [Kind; 8] = [
+    const ALL: [Kind; 9] = [
         Kind::Exception,
         Kind::Assert,
         Kind::CudaError,
@@ -70,6 +80,7 @@ impl Kind {
         Kind::Nccl,
         Kind::Oom,
         Kind::Fact,
+        Kind::Frame,
     ];
 }
 
@@ -92,6 +103,8 @@ pub struct EventConditions {
     pub oom: Option<OomCond>,
     /// A fact kind.
     pub fact: Option<&'static str>,
+    /// Frame condition.
+    pub frame: Option<FrameCond>,
 }
 
 impl EventConditions {
@@ -126,6 +139,7 @@ impl EventConditions {
             Kind::Nccl => self.nccl.is_some(),
             Kind::Oom => self.oom.is_some(),
             Kind::Fact => self.fact.is_some(),
+            Kind::Frame => self.frame.is_some(),
         }
     }
 
@@ -141,6 +155,7 @@ impl EventConditions {
             Kind::Nccl => self.nccl_matches(event),
             Kind::Oom => self.oom_matches(event),
             Kind::Fact => matches!(&event.kind, EventKind::Fact(f) if Some(fact_kind(f)) == self.fact),
+            Kind::Frame => self.frame_matches(event),
         }
     }
 
@@ -151,6 +166,16 @@ impl EventConditions {
         t.exceptions().any(|e| {
             cond.type_name.as_ref().is_none_or(|re| re.is_match(&e.type_name))
                 && cond.message.as_ref().is_none_or(|re| re.is_match(&e.message))
+        })
+    }
+
+    fn frame_matches(&self, event: &Event) -> bool {
+        let (Some(cond), EventKind::Traceback(t)) = (&self.frame, &event.kind) else {
+            return false;
+        };
+        t.chain.iter().flat_map(|c| &c.frames).any(|f| {
+            cond.file.as_ref().is_none_or(|re| re.is_match(&f.file))
+                && cond.function.as_ref().is_none_or(|re| re.is_match(&f.function))
         })
     }
 

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, VecDeque};
 use super::conditions::event_captures;
 use super::{Rule, RuleSet};
 use crate::model::{Confidence, EnvKey, Event, EventKind, EvidenceLine};
-use crate::normalize::{Level, Line};
-use crate::parse::{Parsed, advice_kind, regex};
+use crate::normalize::Line;
+use crate::parse::{Parsed, advice_kind, is_warning_line};
 use crate::rules::version::Version;
 use crate::scan::LineSink;
 
@@ -165,7 +165,7 @@ impl<'r> Matcher<'r> {
         for event in events.iter().take(MAX_EVIDENCE) {
             event_captures(event, &mut captures);
             if let Some(line) = event_evidence(event) {
-                evidence.push((line, false));
+                evidence.push((line, event.warning));
             }
         }
         for (name, p) in &rule.extract {
@@ -226,7 +226,7 @@ impl LineSink for Matcher<'_> {
             line: line.number,
             text: crate::model::clip_text(line.text.trim()),
             rank: line.rank(),
-            warning: line.meta.level == Some(Level::Warning) || regex!(r"\w*Warning: ").is_match(line.text),
+            warning: is_warning_line(line),
         };
         for p in matches.iter() {
             self.hits[p].record(hit.clone());
@@ -309,6 +309,7 @@ fn versions_allow(rule: &Rule, events: &[Event], reasons: &mut Vec<String>) -> b
                 "{} {printed} is in the affected range {written}",
                 key.name()
             )),
+            None if rule.require_versions => return false,
             None => reasons.push(format!(
                 "{} version not in the log; this cause only exists for {written}",
                 key.name()

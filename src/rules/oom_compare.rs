@@ -50,10 +50,49 @@ impl Figure {
     }
 }
 
+/// One term of a sum: a scaled figure, or a fixed size in bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Rhs {
+enum Term {
     Scaled(f64, Figure),
     Bytes(f64),
+}
+
+/// A sum of terms (`free + reserved_unallocated`, `0.5 * total`, `1 GiB`).
+#[derive(Debug, Clone, PartialEq)]
+struct Sum(Vec<Term>);
+
+impl Sum {
+    fn parse(text: &str) -> Option<Self> {
+        let terms = text
+            .split('+')
+            .map(|term| {
+                let term = term.trim();
+                if let Some((factor, figure)) = term.split_once('*') {
+                    Some(Term::Scaled(
+                        factor.trim().parse().ok()?,
+                        Figure::parse(figure.trim())?,
+                    ))
+                } else if let Some(figure) = Figure::parse(term) {
+                    Some(Term::Scaled(1.0, figure))
+                } else {
+                    parse_size(term).map(|b| Term::Bytes(b as f64))
+                }
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self(terms))
+    }
+
+    /// The value, or `None` when a figure is missing from the report.
+    fn value(&self, oom: &OomReport) -> Option<f64> {
+        self.0.iter().try_fold(0.0, |sum, term| {
+            Some(
+                sum + match term {
+                    Term::Scaled(factor, figure) => factor * figure.of(oom)? as f64,
+                    Term::Bytes(b) => *b,
+                },
+            )
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,15 +106,15 @@ enum Op {
 /// One comparison.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OomCompare {
-    left: Figure,
+    left: Sum,
     op: Op,
-    right: Rhs,
+    right: Sum,
 }
 
 /// What is wrong with a comparison.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "bad comparison {0:?}: write `FIGURE OP FIGURE`, `FIGURE OP NUMBER * FIGURE` or `FIGURE OP SIZE` with figures tried, total, allocated, free, reserved, reserved_unallocated, process and OP one of > >= < <="
+    "bad comparison {0:?}: write `SUM OP SUM`, each SUM made of `FIGURE`, `NUMBER * FIGURE` or `SIZE` terms joined by +, with figures tried, total, allocated, free, reserved, reserved_unallocated, process and OP one of > >= < <="
 )]
 pub struct OomCompareError(String);
 
@@ -85,33 +124,20 @@ impl OomCompare {
         let err = || OomCompareError(text.to_owned());
         let (left, op, right) = [(">=", Op::Ge), ("<=", Op::Le), (">", Op::Gt), ("<", Op::Lt)]
             .iter()
-            .find_map(|(s, op)| text.split_once(s).map(|(l, r)| (l.trim(), *op, r.trim())))
+            .find_map(|(s, op)| text.split_once(s).map(|(l, r)| (l, *op, r)))
             .ok_or_else(err)?;
-        let left = Figure::parse(left).ok_or_else(err)?;
-        let right = if let Some((factor, figure)) = right.split_once('*') {
-            let factor: f64 = factor.trim().parse().map_err(|_| err())?;
-            Rhs::Scaled(factor, Figure::parse(figure.trim()).ok_or_else(err)?)
-        } else if let Some(figure) = Figure::parse(right) {
-            Rhs::Scaled(1.0, figure)
-        } else {
-            Rhs::Bytes(parse_size(right).ok_or_else(err)? as f64)
-        };
-        Ok(Self { left, op, right })
+        Ok(Self {
+            left: Sum::parse(left).ok_or_else(err)?,
+            op,
+            right: Sum::parse(right).ok_or_else(err)?,
+        })
     }
 
     /// Whether the report satisfies the comparison; `false` when a figure is missing.
     pub fn holds(&self, oom: &OomReport) -> bool {
-        let Some(left) = self.left.of(oom) else {
+        let (Some(left), Some(right)) = (self.left.value(oom), self.right.value(oom)) else {
             return false;
         };
-        let right = match self.right {
-            Rhs::Scaled(factor, figure) => match figure.of(oom) {
-                Some(v) => factor * v as f64,
-                None => return false,
-            },
-            Rhs::Bytes(b) => b,
-        };
-        let left = left as f64;
         match self.op {
             Op::Gt => left > right,
             Op::Ge => left >= right,
@@ -149,6 +175,8 @@ mod tests {
         assert!(!holds("tried > total"));
         assert!(holds("reserved_unallocated >= 0.25 * total"));
         assert!(holds("tried >= 2 GiB"));
+        assert!(holds("free + 1 GiB <= tried"));
+        assert!(!holds("free + reserved_unallocated < tried"));
         assert!(!holds("tried < 1.5 GiB"));
     }
 

@@ -98,9 +98,26 @@ pub struct MatchSpec {
     /// A fact of this kind is present (`dtypes`, `devices`, `matmul_shapes`, …).
     #[serde(default)]
     pub fact: Option<String>,
-    /// Version ranges (`torch = ">=1.13, <2.1"`); a version absent from the log does not block.
+    /// A traceback frame (in any traceback style) matches.
+    #[serde(default)]
+    pub frame: Option<FrameSpec>,
+    /// Version ranges (`torch = ">=1.13, <2.1"`); a version absent from the log does not block
+    /// unless `require_versions` is set.
     #[serde(default)]
     pub versions: BTreeMap<String, String>,
+    /// The versions named in `versions` must be printed in the log.
+    #[serde(default)]
+    pub require_versions: bool,
+}
+
+/// Condition on a traceback frame.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameSpec {
+    /// Regex on the frame's file.
+    pub file: Option<String>,
+    /// Regex on the frame's function.
+    pub function: Option<String>,
 }
 
 /// Condition on a traceback's exception.
