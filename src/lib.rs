@@ -5,8 +5,10 @@
 //! base and [`diagnose`] ranks the findings into a diagnosis. IO lives at the edges ([`cli`]).
 
 pub mod cli;
+pub mod config;
 pub mod diagnose;
 pub mod eval;
+pub mod kb;
 pub mod model;
 pub mod normalize;
 pub mod output;

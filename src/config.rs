@@ -1,0 +1,234 @@
+//! Server configuration: defaults < `faultline.toml` < `FAULTLINE_*` / `DATABASE_URL` environment
+//! variables < command-line flags. Secrets never appear in `Debug` output.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Name of the optional configuration file read from the working directory.
+pub const CONFIG_FILE: &str = "faultline.toml";
+
+/// Everything `faultline serve` can be told.
+#[derive(Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on.
+    pub bind: SocketAddr,
+    /// Database URL: `sqlite://faultline.db` (created on first start) or `postgres://…`.
+    pub database: String,
+    /// Rules directory replacing the embedded rule base.
+    pub rules: Option<PathBuf>,
+    /// Reads need a token too (writes always do).
+    pub require_token_for_reads: bool,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// A request taking longer than this is answered 503.
+    pub request_timeout_secs: u64,
+    /// Requests per minute per client (token, or IP address without one); 0 turns the limit off.
+    pub rate_limit_per_minute: u32,
+    /// Burst of requests a client may make at once.
+    pub rate_limit_burst: u32,
+    /// Most incidents written in one database transaction.
+    pub write_batch: usize,
+    /// SQLite `synchronous` mode: `full` (survives power loss) or `normal` (survives a crash of the
+    /// process, faster).
+    pub sqlite_synchronous: String,
+    /// Database connections.
+    pub max_connections: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            database: "sqlite://faultline.db".to_owned(),
+            rules: None,
+            require_token_for_reads: false,
+            max_body_bytes: 16 << 20,
+            request_timeout_secs: 30,
+            rate_limit_per_minute: 600,
+            rate_limit_burst: 120,
+            write_batch: 512,
+            sqlite_synchronous: "full".to_owned(),
+            max_connections: 8,
+        }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("bind", &self.bind)
+            .field("database", &redact_url(&self.database))
+            .field("rules", &self.rules)
+            .field("require_token_for_reads", &self.require_token_for_reads)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("request_timeout_secs", &self.request_timeout_secs)
+            .field("rate_limit_per_minute", &self.rate_limit_per_minute)
+            .field("rate_limit_burst", &self.rate_limit_burst)
+            .field("write_batch", &self.write_batch)
+            .field("sqlite_synchronous", &self.sqlite_synchronous)
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// A configuration problem.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// An environment variable is not valid.
+    #[error("environment variable {name}: {message}")]
+    Env {
+        /// The variable.
+        name: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Reads `path` if given, else `faultline.toml` in the working directory when it exists, and
+    /// applies the environment (`get` reads a variable; tests pass their own).
+    pub fn load(path: Option<&Path>, get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut config = match path {
+            Some(p) => Self::from_file(p)?,
+            None if Path::new(CONFIG_FILE).is_file() => Self::from_file(Path::new(CONFIG_FILE))?,
+            None => Self::default(),
+        };
+        config.apply_env(get)?;
+        Ok(config)
+    }
+
+    fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        fn parse<T: std::str::FromStr>(name: &str, value: String) -> Result<T, ConfigError>
+        where
+            T::Err: std::fmt::Display,
+        {
+            value.parse().map_err(|e: T::Err| ConfigError::Env {
+                name: name.to_owned(),
+                message: e.to_string(),
+            })
+        }
+        if let Some(v) = get("DATABASE_URL") {
+            self.database = v;
+        }
+        if let Some(v) = get("FAULTLINE_DATABASE") {
+            self.database = v;
+        }
+        if let Some(v) = get("FAULTLINE_BIND") {
+            self.bind = parse("FAULTLINE_BIND", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_RULES") {
+            self.rules = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("FAULTLINE_REQUIRE_TOKEN_FOR_READS") {
+            self.require_token_for_reads = parse("FAULTLINE_REQUIRE_TOKEN_FOR_READS", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_MAX_BODY_BYTES") {
+            self.max_body_bytes = parse("FAULTLINE_MAX_BODY_BYTES", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_REQUEST_TIMEOUT_SECS") {
+            self.request_timeout_secs = parse("FAULTLINE_REQUEST_TIMEOUT_SECS", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_RATE_LIMIT_PER_MINUTE") {
+            self.rate_limit_per_minute = parse("FAULTLINE_RATE_LIMIT_PER_MINUTE", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_SQLITE_SYNCHRONOUS") {
+            self.sqlite_synchronous = v;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_embedded_sqlite_file_on_loopback() {
+        let c = Config::default();
+        assert_eq!(c.bind.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.database, "sqlite://faultline.db");
+        assert_eq!(c.max_body_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn the_environment_overrides_the_file() {
+        let dir = std::env::temp_dir().join(format!("faultline-config-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let file = dir.join("faultline.toml");
+        std::fs::write(&file, "bind = \"0.0.0.0:9000\"\nrate_limit_per_minute = 5\n").unwrap_or_default();
+        let c = Config::load(Some(&file), |name| match name {
+            "DATABASE_URL" => Some("postgres://u:pw@db/fl".into()),
+            "FAULTLINE_RATE_LIMIT_PER_MINUTE" => Some("7".into()),
+            _ => None,
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.bind.to_string(), "0.0.0.0:9000");
+        assert_eq!(c.database, "postgres://u:pw@db/fl");
+        assert_eq!(c.rate_limit_per_minute, 7);
+        assert!(!format!("{c:?}").contains("pw"), "secrets stay out of Debug");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        let dir = std::env::temp_dir().join(format!("faultline-config-bad-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let file = dir.join("faultline.toml");
+        std::fs::write(&file, "bnd = \"x\"\n").unwrap_or_default();
+        assert!(Config::load(Some(&file), |_| None).is_err());
+        let err = Config::load(None, |n| (n == "FAULTLINE_BIND").then(|| "nowhere".into())).err();
+        assert!(err.is_some_and(|e| e.to_string().contains("FAULTLINE_BIND")));
+    }
+
+    #[test]
+    fn url_passwords_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://u:pw@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("sqlite://faultline.db"), "sqlite://faultline.db");
+    }
+}

@@ -1,0 +1,90 @@
+//! Shared test helpers: temporary SQLite files, throwaway PostgreSQL databases.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use faultline::kb::Store;
+use sqlx::{Connection, Executor};
+
+/// A temporary directory with a SQLite file in it, removed on drop.
+pub struct TempDb {
+    pub dir: PathBuf,
+}
+
+impl TempDb {
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "faultline-test-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        Self { dir }
+    }
+
+    pub fn url(&self) -> String {
+        format!("sqlite://{}", self.dir.join("faultline.db").display())
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The PostgreSQL server tests may use. In CI (`CI` set) it must be there; by hand, its absence
+/// skips the PostgreSQL half of a test with a loud message.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") => {
+            panic!("CI is set but TEST_POSTGRES_URL is not: the PostgreSQL tests must run in CI")
+        }
+        _ => {
+            eprintln!(
+                "\n*** SKIPPED: PostgreSQL tests need TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:55432/postgres); .ci/run sets it. ***\n"
+            );
+            None
+        }
+    }
+}
+
+/// A fresh, empty PostgreSQL database for one test, migrated.
+pub async fn postgres_store(name: &str) -> Option<Store> {
+    let admin = postgres_url()?;
+    let db = format!("faultline_test_{name}_{}", std::process::id());
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach {admin}: {e}"));
+    let drop = format!("DROP DATABASE IF EXISTS {db}");
+    let create = format!("CREATE DATABASE {db}");
+    conn.execute(sqlx::AssertSqlSafe(drop))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    conn.execute(sqlx::AssertSqlSafe(create))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = match admin.rfind('/') {
+        Some(i) if i > "postgres://".len() => format!("{}/{db}", &admin[..i]),
+        _ => format!("{admin}/{db}"),
+    };
+    Some(
+        Store::open_and_migrate(&url, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+}
+
+/// The URL of a fresh PostgreSQL database (not migrated), for server tests.
+pub async fn postgres_database(name: &str) -> Option<String> {
+    let store = postgres_store(name).await?;
+    store.close().await;
+    let admin = postgres_url()?;
+    let db = format!("faultline_test_{name}_{}", std::process::id());
+    let i = admin.rfind('/')?;
+    Some(format!("{}/{db}", &admin[..i]))
+}
