@@ -4,11 +4,14 @@
 //! reading, [`parse`] turns them into typed [`model`] events, [`rules`] match them against the rule
 //! base and [`diagnose`] ranks the findings into a diagnosis. IO lives at the edges ([`cli`]).
 
+pub mod api;
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod diagnose;
 pub mod eval;
 pub mod kb;
+pub mod metrics;
 pub mod model;
 pub mod normalize;
 pub mod output;

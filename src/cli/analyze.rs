@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
+use super::client::{Submission, submit};
 use super::{EXIT_NOTHING, EXIT_OK, RulesOption};
 use crate::diagnose::analyze_reader;
 use crate::model::Diagnosis;
@@ -21,6 +22,18 @@ pub struct AnalyzeArgs {
     format: Format,
     #[command(flatten)]
     rules: RulesOption,
+    /// Submit to a faultline server instead of analysing locally (`http://faultline:8080`).
+    #[arg(long, value_name = "URL", env = "FAULTLINE_SERVER")]
+    server: Option<String>,
+    /// API token for --server (needed to store the incident).
+    #[arg(long, value_name = "TOKEN", env = "FAULTLINE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Project the incident belongs to (with --server).
+    #[arg(long)]
+    project: Option<String>,
+    /// With --server: analyse without storing an incident.
+    #[arg(long)]
+    no_store: bool,
 }
 
 /// Output formats of a diagnosis.
@@ -56,13 +69,37 @@ pub fn exit_code(diagnosis: &Diagnosis) -> u8 {
 }
 
 pub(super) fn run(args: &AnalyzeArgs, out: &mut impl Write) -> anyhow::Result<u8> {
-    let rules = args.rules.load()?;
     let input = super::open_input(args.file.as_deref())?;
-    let analysis = analyze_reader(&rules, input).context("cannot read the log")?;
     let source = args
         .file
         .as_ref()
         .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
-    out.write_all(render(&analysis.diagnosis, args.format, &source).as_bytes())?;
-    Ok(exit_code(&analysis.diagnosis))
+    let diagnosis = match &args.server {
+        Some(server) => {
+            let submission = Submission {
+                server,
+                token: args.token.as_deref(),
+                project: args.project.as_deref(),
+                store: !args.no_store,
+            };
+            let submitted = submit(&submission, input)?;
+            if let (Some(incident), Format::Human) = (submitted.incident_id, args.format) {
+                let group = match (submitted.group_id, submitted.new_group) {
+                    (Some(g), Some(true)) => format!(", new group {g}"),
+                    (Some(g), _) => format!(", group {g}"),
+                    _ => String::new(),
+                };
+                writeln!(out, "stored as incident {incident} on {server}{group}")?;
+            }
+            submitted.diagnosis
+        }
+        None => {
+            let rules = args.rules.load()?;
+            analyze_reader(&rules, input)
+                .context("cannot read the log")?
+                .diagnosis
+        }
+    };
+    out.write_all(render(&diagnosis, args.format, &source).as_bytes())?;
+    Ok(exit_code(&diagnosis))
 }

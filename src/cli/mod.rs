@@ -4,10 +4,12 @@
 //! examples / lints / eval targets), 2 usage or input error.
 
 mod analyze;
+mod client;
 mod eval_cmd;
 mod input;
 mod parse_cmd;
 mod rules_cmd;
+mod serve;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -37,6 +39,12 @@ enum Command {
     Rules(rules_cmd::RulesArgs),
     /// Measures accuracy on labelled corpus files (JSON Lines: id, label, also, log).
     Eval(eval_cmd::EvalArgs),
+    /// Runs the HTTP service (REST API, knowledge base) on http://127.0.0.1:8080 by default.
+    Serve(serve::ServeArgs),
+    /// Brings the knowledge base's schema up to date.
+    Migrate(serve::MigrateArgs),
+    /// Manages API tokens.
+    Token(serve::TokenArgs),
 }
 
 /// Exit code: success.
@@ -87,6 +95,9 @@ pub fn main() -> ExitCode {
         Command::Parse(args) => parse_cmd::run(&args, &mut stdout),
         Command::Rules(args) => rules_cmd::run(&args, &mut stdout),
         Command::Eval(args) => eval_cmd::run(&args, &mut stdout),
+        Command::Serve(args) => serve::serve(&args, &mut stdout),
+        Command::Migrate(args) => serve::migrate(&args, &mut stdout),
+        Command::Token(args) => serve::token(&args, &mut stdout),
     };
     let _ = stdout.flush();
     match result {

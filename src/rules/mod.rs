@@ -162,6 +162,8 @@ impl PatternTable {
 #[derive(Debug, Clone)]
 pub struct RuleSet {
     rules: Vec<Rule>,
+    taxonomy_file: RuleFile,
+    files: Vec<RuleFile>,
     patterns: PatternTable,
     set: RegexSet,
     prefilter: Prefilter,
@@ -294,12 +296,40 @@ impl RuleSet {
         let prefilter = Prefilter::new(prefilter_patterns).map_err(|e| LoadError::Combined(e.to_string()))?;
         Ok(Self {
             rules,
+            taxonomy_file: taxonomy.clone(),
+            files: files.to_vec(),
             patterns,
             set,
             prefilter,
             classes,
             origin: origin.to_owned(),
         })
+    }
+
+    /// This rule base with one more rule (or a new version of a rule with the same id), given as
+    /// the text of its file: what a rule backtest runs.
+    pub fn with_candidate(&self, text: &str) -> Result<Self, LoadErrors> {
+        let spec: RuleSpec = toml::from_str(text).map_err(|e| LoadError::Syntax {
+            file: "candidate rule".into(),
+            message: e.to_string(),
+        })?;
+        let relative = format!("{}.toml", spec.id.replace('.', "/"));
+        let mut files: Vec<RuleFile> = self
+            .files
+            .iter()
+            .filter(|f| id_from_path(&f.relative) != spec.id)
+            .cloned()
+            .collect();
+        files.push(RuleFile {
+            relative,
+            display: format!("candidate rule {}", spec.id),
+            text: text.to_owned(),
+        });
+        Self::from_files(
+            &self.taxonomy_file,
+            &files,
+            &format!("{} + candidate {}", self.origin, spec.id),
+        )
     }
 
     /// The rules, in load order.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {
+    source: String,
     parts: Vec<Part>,
 }
 
@@ -66,7 +67,15 @@ impl Template {
         if !literal.is_empty() {
             parts.push(Part::Text(literal));
         }
-        Ok(Self { parts })
+        Ok(Self {
+            source: text.to_owned(),
+            parts,
+        })
+    }
+
+    /// The template as written.
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// The placeholder names, with whether each has a fallback.

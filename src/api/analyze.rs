@@ -1,0 +1,176 @@
+//! `POST /api/v1/analyze`: a log in, its diagnosis out, the incident stored unless `store=false`.
+//!
+//! The body is the raw log (`text/plain`, any bytes: invalid UTF-8 is decoded lossily) or JSON
+//! `{log, project, source, commit, job_url, tags}`. Metadata can also come as query parameters.
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, header};
+use serde::{Deserialize, Serialize};
+
+use super::extract::{QueryParams, RawBody};
+use super::{ApiError, ApiResult, AppState, Caller};
+use crate::diagnose::analyze_str;
+use crate::kb::now_ms;
+use crate::kb::redact::redact;
+use crate::kb::writer::{IncidentMeta, NewIncident, Stored};
+use crate::model::Diagnosis;
+
+/// Logs larger than this are analysed on the blocking pool, not on the async threads.
+const INLINE_BYTES: usize = 256 << 10;
+
+/// Query parameters of `POST /api/v1/analyze`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AnalyzeQuery {
+    /// `false` analyses without storing.
+    store: Option<bool>,
+    project: Option<String>,
+    source: Option<String>,
+    commit: Option<String>,
+    job_url: Option<String>,
+    /// Comma-separated.
+    tags: Option<String>,
+}
+
+/// The JSON body form.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnalyzeJson {
+    log: String,
+    #[serde(default)]
+    project: Option<String>,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    commit: Option<String>,
+    #[serde(default)]
+    job_url: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+}
+
+/// The diagnosis, with where it was stored.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AnalyzeResponse {
+    /// The diagnosis (the same document as `faultline analyze --format json`).
+    #[serde(flatten)]
+    pub diagnosis: Diagnosis,
+    /// The stored incident.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident_id: Option<i64>,
+    /// Its group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<i64>,
+    /// Whether this incident created its group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_group: Option<bool>,
+}
+
+pub(super) async fn analyze(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    QueryParams(query): QueryParams<AnalyzeQuery>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> ApiResult<Json<AnalyzeResponse>> {
+    let store = query.store.unwrap_or(true);
+    if store {
+        caller.require()?;
+    }
+    let (log, meta) = read_body(&headers, &body, query)?;
+    let meta = meta.validated()?;
+    let outcome = analyze_and_store(&state, log, meta, store).await?;
+    Ok(Json(outcome))
+}
+
+/// Analyses a log (redacted first) and, when `store`, commits the incident.
+pub async fn analyze_and_store(
+    state: &AppState,
+    log: String,
+    meta: IncidentMeta,
+    store: bool,
+) -> ApiResult<AnalyzeResponse> {
+    let started = Instant::now();
+    let bytes = log.len();
+    let rules = state.rules.clone();
+    let work = move || {
+        let log = redact(&log).into_owned();
+        let diagnosis = analyze_str(&rules, &log);
+        let incident = store.then(|| NewIncident::prepare(&log, &diagnosis, meta, now_ms()));
+        (diagnosis, incident)
+    };
+    let (diagnosis, incident) = if bytes > INLINE_BYTES {
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| ApiError::Internal(format!("analysis task failed: {e}")))?
+    } else {
+        work()
+    };
+    state.metrics.analysis(bytes, started.elapsed());
+    let stored = match incident {
+        Some(incident) => {
+            let stored: Stored = state.writer.write(incident).await?;
+            state.metrics.stored();
+            Some(stored)
+        }
+        None => None,
+    };
+    Ok(AnalyzeResponse {
+        diagnosis,
+        incident_id: stored.map(|s| s.incident_id),
+        group_id: stored.and_then(|s| s.group_id),
+        new_group: stored.map(|s| s.new_group),
+    })
+}
+
+fn read_body(headers: &HeaderMap, body: &[u8], query: AnalyzeQuery) -> ApiResult<(String, IncidentMeta)> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    let tags = |t: Option<String>| -> Vec<String> {
+        t.map(|t| {
+            t.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    match content_type.as_deref() {
+        None | Some("text/plain" | "application/octet-stream" | "text/x-log") => {
+            let meta = IncidentMeta {
+                project: query.project,
+                source: query.source,
+                commit: query.commit,
+                job_url: query.job_url,
+                tags: tags(query.tags),
+            };
+            Ok((String::from_utf8_lossy(body).into_owned(), meta))
+        }
+        Some("application/json") => {
+            let parsed: AnalyzeJson = serde_json::from_slice(body).map_err(|e| {
+                ApiError::BadRequest(format!("the JSON body does not have the expected shape: {e}"))
+            })?;
+            let meta = IncidentMeta {
+                project: parsed.project.or(query.project),
+                source: parsed.source.or(query.source),
+                commit: parsed.commit.or(query.commit),
+                job_url: parsed.job_url.or(query.job_url),
+                tags: if parsed.tags.is_empty() {
+                    tags(query.tags)
+                } else {
+                    parsed.tags
+                },
+            };
+            Ok((parsed.log, meta))
+        }
+        Some(other) => Err(ApiError::UnsupportedMediaType(format!(
+            "send the log as text/plain or as application/json {{\"log\": …}}, not {other}"
+        ))),
+    }
+}

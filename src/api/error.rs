@@ -1,0 +1,113 @@
+//! One error shape for every failure of the API: `{"error": code, "detail": text}` with the right
+//! status. 4xx explain what to change; 5xx bodies never carry internals (the cause is logged).
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::kb::StoreError;
+
+/// An API failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400: the request is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: a token is missing or wrong.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 404.
+    #[error("{0}")]
+    NotFound(String),
+    /// 413: the body is larger than the limit.
+    #[error("the request body is larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// 415: a content type the route does not take.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 422: well-formed but not valid (a rule that does not compile, feedback without content).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 429 with Retry-After.
+    #[error("too many requests; retry in {retry_after_secs} s")]
+    RateLimited {
+        /// Seconds until a request is allowed again.
+        retry_after_secs: u64,
+    },
+    /// 503: the database or the writer is unavailable, or the request timed out.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: a bug or a failure that is not the client's.
+    #[error("internal error")]
+    Internal(String),
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: &'a str,
+    detail: String,
+}
+
+impl ApiError {
+    /// Status and machine-readable code.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Self::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            Self::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
+            Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let detail = match &self {
+            Self::Internal(cause) => {
+                tracing::error!(%cause, "internal error");
+                "the server failed; the cause is in its log".to_owned()
+            }
+            Self::Unavailable(cause) => {
+                tracing::warn!(%cause, "unavailable");
+                self.to_string()
+            }
+            other => {
+                tracing::debug!(error = %other, "client error");
+                other.to_string()
+            }
+        };
+        let mut response = (status, Json(Body { error: code, detail })).into_response();
+        if let Self::RateLimited { retry_after_secs } = self
+            && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => Self::NotFound(format!("{what} not found")),
+            StoreError::Invalid(why) => Self::Unprocessable(why),
+            StoreError::Unavailable(why) => Self::Unavailable(why),
+            StoreError::Db(sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_)) => {
+                Self::Unavailable("the database is unavailable".into())
+            }
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+/// `Result` for handlers.
+pub type ApiResult<T> = Result<T, ApiError>;

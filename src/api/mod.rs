@@ -1,0 +1,137 @@
+//! The REST API v1 (JSON) and the operational endpoints, over [`AppState`].
+//!
+//! Handlers call core functions and [`Store`](crate::kb::Store) methods only. Every failure has the
+//! shape of [`ApiError`]. Middleware, outermost first: request metrics, timeout, authentication and
+//! rate limit.
+
+mod analyze;
+mod auth;
+pub mod error;
+mod extract;
+mod groups;
+mod health;
+mod incidents;
+pub mod limit;
+mod openapi;
+mod rules;
+
+pub use analyze::AnalyzeResponse;
+pub use auth::Caller;
+pub use error::{ApiError, ApiResult};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::config::Config;
+use crate::kb::Store;
+use crate::kb::writer::Writer;
+use crate::metrics::Metrics;
+use crate::rules::RuleSet;
+use extract::BodyLimit;
+use limit::RateLimiter;
+
+/// What every request can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The rule base.
+    pub rules: Arc<RuleSet>,
+    /// The knowledge base.
+    pub store: Store,
+    /// Where incidents are written.
+    pub writer: Writer,
+    /// The configuration.
+    pub config: Arc<Config>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Rate limiter.
+    pub limiter: Arc<RateLimiter>,
+    /// Verified tokens.
+    pub tokens: Arc<auth::TokenCache>,
+}
+
+impl AppState {
+    /// State over a store whose writer is already running.
+    pub fn new(rules: RuleSet, store: Store, writer: Writer, config: Config) -> Self {
+        Self {
+            rules: Arc::new(rules),
+            store,
+            writer,
+            limiter: Arc::new(RateLimiter::new(
+                config.rate_limit_per_minute,
+                config.rate_limit_burst,
+            )),
+            config: Arc::new(config),
+            metrics: Arc::new(Metrics::default()),
+            tokens: Arc::new(auth::TokenCache::default()),
+        }
+    }
+}
+
+/// The API routes with their middleware.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/api/v1/analyze", post(analyze::analyze))
+        .route("/api/v1/incidents", get(incidents::list))
+        .route("/api/v1/incidents/{id}", get(incidents::get_one))
+        .route("/api/v1/incidents/{id}/similar", get(incidents::similar))
+        .route("/api/v1/incidents/{id}/feedback", post(incidents::feedback))
+        .route("/api/v1/groups", get(groups::list))
+        .route("/api/v1/groups/{id}", get(groups::get_one))
+        .route("/api/v1/groups/{id}/notes", post(groups::add_note))
+        .route("/api/v1/rules", get(rules::list))
+        .route("/api/v1/rules/backtest", post(rules::backtest))
+        .route("/api/v1/rules/{id}", get(rules::get_one))
+        .route("/api/v1/openapi.json", get(openapi::document))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
+    let ops = Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics));
+    let limit = state.config.max_body_bytes;
+    let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
+    api.merge(ops)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(
+            move |mut req: Request, next: Next| async move {
+                req.extensions_mut().insert(BodyLimit(limit));
+                match tokio::time::timeout(timeout, next.run(req)).await {
+                    Ok(response) => response,
+                    Err(_) => {
+                        ApiError::Unavailable(format!("the request took longer than {} s", timeout.as_secs()))
+                            .into_response()
+                    }
+                }
+            },
+        ))
+        .layer(middleware::from_fn_with_state(state.clone(), count_requests))
+        .with_state(state)
+}
+
+async fn count_requests(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(req).await;
+    state.metrics.request(&route, response.status().as_u16());
+    response
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route {}", uri.path()))
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::BadRequest("this method is not allowed on this route".into())
+}
+
+#[cfg(test)]
+mod tests;

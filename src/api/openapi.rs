@@ -1,0 +1,158 @@
+//! The OpenAPI 3.1 document of the API, served at `/api/v1/openapi.json`. A test checks that every
+//! operation it lists is routed.
+
+use axum::Json;
+use serde_json::{Value, json};
+
+/// The document.
+pub fn spec() -> Value {
+    let error = json!({ "$ref": "#/components/responses/Error" });
+    let id = |what: &str| json!({ "name": "id", "in": "path", "required": true, "description": format!("{what} id"), "schema": { "type": "integer" } });
+    let filters = json!([
+        { "name": "class", "in": "query", "schema": { "type": "string" } },
+        { "name": "rule", "in": "query", "schema": { "type": "string" } },
+        { "name": "project", "in": "query", "schema": { "type": "string" } },
+        { "name": "since", "in": "query", "description": "Unix milliseconds", "schema": { "type": "integer" } },
+        { "name": "q", "in": "query", "description": "words to search for", "schema": { "type": "string" } },
+        { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 200 } },
+        { "name": "offset", "in": "query", "schema": { "type": "integer", "minimum": 0 } }
+    ]);
+    let ok = |schema: &str| json!({ "description": "OK", "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } } });
+    let bearer = json!([{ "bearer": [] }]);
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "faultline",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Diagnoses PyTorch / CUDA / Hugging Face training failures from their logs and keeps every incident as team knowledge. Writes need `Authorization: Bearer <token>`; errors are `{error, detail}`."
+        },
+        "paths": {
+            "/api/v1/analyze": { "post": {
+                "summary": "Analyze a log; store it as an incident unless store=false",
+                "security": bearer,
+                "parameters": [
+                    { "name": "store", "in": "query", "schema": { "type": "boolean", "default": true } },
+                    { "name": "project", "in": "query", "schema": { "type": "string" } },
+                    { "name": "source", "in": "query", "schema": { "type": "string" } },
+                    { "name": "commit", "in": "query", "schema": { "type": "string" } },
+                    { "name": "job_url", "in": "query", "schema": { "type": "string" } },
+                    { "name": "tags", "in": "query", "description": "comma-separated", "schema": { "type": "string" } }
+                ],
+                "requestBody": { "required": true, "content": {
+                    "text/plain": { "schema": { "type": "string" } },
+                    "application/json": { "schema": { "$ref": "#/components/schemas/AnalyzeRequest" } }
+                } },
+                "responses": { "200": ok("AnalyzeResponse"), "400": error, "401": error, "413": error, "415": error, "422": error, "429": error, "503": error }
+            } },
+            "/api/v1/incidents": { "get": {
+                "summary": "Incidents, newest first", "parameters": filters,
+                "responses": { "200": ok("IncidentPage"), "400": error, "429": error }
+            } },
+            "/api/v1/incidents/{id}": { "get": {
+                "summary": "An incident with its log, diagnosis, feedback and group", "parameters": [id("incident")],
+                "responses": { "200": ok("Incident"), "404": error }
+            } },
+            "/api/v1/incidents/{id}/similar": { "get": {
+                "summary": "Similar incidents: the same group first, then by text",
+                "parameters": [id("incident"), { "name": "limit", "in": "query", "schema": { "type": "integer" } }],
+                "responses": { "200": { "description": "OK", "content": { "application/json": { "schema": { "type": "array", "items": { "$ref": "#/components/schemas/IncidentSummary" } } } } }, "404": error }
+            } },
+            "/api/v1/incidents/{id}/feedback": { "post": {
+                "summary": "Say whether the diagnosis was right and whether the fix worked",
+                "security": bearer, "parameters": [id("incident")],
+                "requestBody": { "required": true, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/FeedbackInput" } } } },
+                "responses": { "201": ok("Feedback"), "400": error, "401": error, "404": error, "422": error }
+            } },
+            "/api/v1/groups": { "get": {
+                "summary": "Groups of incidents, most recently seen first", "parameters": filters,
+                "responses": { "200": ok("GroupPage"), "400": error }
+            } },
+            "/api/v1/groups/{id}": { "get": {
+                "summary": "A group: count, first and last seen, trend, projects, daily counts, notes",
+                "parameters": [id("group"), { "name": "days", "in": "query", "schema": { "type": "integer" } }],
+                "responses": { "200": ok("Group"), "404": error }
+            } },
+            "/api/v1/groups/{id}/notes": { "post": {
+                "summary": "Add a note to a group", "security": bearer, "parameters": [id("group")],
+                "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["body"], "properties": { "body": { "type": "string" } } } } } },
+                "responses": { "201": ok("Note"), "400": error, "401": error, "404": error, "422": error }
+            } },
+            "/api/v1/rules": { "get": {
+                "summary": "Rules with hit counts and feedback precision",
+                "responses": { "200": { "description": "OK", "content": { "application/json": { "schema": { "type": "array", "items": { "$ref": "#/components/schemas/RuleSummary" } } } } } }
+            } },
+            "/api/v1/rules/{id}": { "get": {
+                "summary": "A rule: patterns, causes, fixes, examples, hits over time",
+                "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }, { "name": "days", "in": "query", "schema": { "type": "integer" } }],
+                "responses": { "200": ok("RuleDetail"), "404": error }
+            } },
+            "/api/v1/rules/backtest": { "post": {
+                "summary": "Run a candidate rule (TOML) over the latest stored incidents",
+                "parameters": [{ "name": "limit", "in": "query", "schema": { "type": "integer" } }],
+                "requestBody": { "required": true, "content": {
+                    "text/plain": { "schema": { "type": "string", "description": "the rule file" } },
+                    "application/json": { "schema": { "type": "object", "required": ["rule"], "properties": { "rule": { "type": "string" } } } }
+                } },
+                "responses": { "200": ok("BacktestReport"), "400": error, "422": error }
+            } },
+            "/api/v1/openapi.json": { "get": { "summary": "This document", "responses": { "200": { "description": "OK" } } } },
+            "/healthz": { "get": { "summary": "The process answers", "responses": { "200": { "description": "OK" } } } },
+            "/readyz": { "get": { "summary": "The database answers", "responses": { "200": { "description": "OK" }, "503": error } } },
+            "/metrics": { "get": { "summary": "Prometheus metrics", "responses": { "200": { "description": "OK", "content": { "text/plain": { "schema": { "type": "string" } } } } } } }
+        },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "responses": { "Error": { "description": "An error", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } } },
+            "schemas": {
+                "Error": { "type": "object", "required": ["error", "detail"], "properties": { "error": { "type": "string" }, "detail": { "type": "string" } } },
+                "AnalyzeRequest": { "type": "object", "required": ["log"], "properties": {
+                    "log": { "type": "string" }, "project": { "type": "string" }, "source": { "type": "string" },
+                    "commit": { "type": "string" }, "job_url": { "type": "string" }, "tags": { "type": "array", "items": { "type": "string" } } } },
+                "Finding": { "type": "object", "required": ["rule", "class", "role", "confidence", "evidence", "causes", "fixes"], "properties": {
+                    "rule": { "type": "string" }, "class": { "type": "string" }, "title": { "type": "string" }, "summary": { "type": "string" },
+                    "role": { "enum": ["root", "symptom", "context"] }, "confidence": { "enum": ["high", "medium", "low"] },
+                    "tier": { "enum": ["pattern", "confirmed", "refuted"] },
+                    "evidence": { "type": "array", "items": { "type": "object", "properties": { "line": { "type": "integer" }, "text": { "type": "string" } } } },
+                    "captures": { "type": "object", "additionalProperties": { "type": "string" } },
+                    "causes": { "type": "array", "items": { "type": "object" } }, "fixes": { "type": "array", "items": { "type": "object" } },
+                    "next_artifact": { "type": "string" } } },
+                "Diagnosis": { "type": "object", "required": ["format_version", "lines", "findings"], "properties": {
+                    "format_version": { "type": "integer" }, "lines": { "type": "integer" }, "bytes": { "type": "integer" },
+                    "fingerprint": { "type": "string" }, "findings": { "type": "array", "items": { "$ref": "#/components/schemas/Finding" } },
+                    "environment": { "type": "object" }, "warnings": { "type": "array" } } },
+                "AnalyzeResponse": { "allOf": [ { "$ref": "#/components/schemas/Diagnosis" }, { "type": "object", "properties": {
+                    "incident_id": { "type": "integer" }, "group_id": { "type": "integer" }, "new_group": { "type": "boolean" } } } ] },
+                "IncidentSummary": { "type": "object", "properties": {
+                    "id": { "type": "integer" }, "created_at": { "type": "integer" }, "group_id": { "type": ["integer", "null"] },
+                    "project": { "type": ["string", "null"] }, "class": { "type": ["string", "null"] }, "rule": { "type": ["string", "null"] },
+                    "title": { "type": ["string", "null"] }, "tags": { "type": "array", "items": { "type": "string" } } } },
+                "IncidentPage": { "type": "object", "properties": { "items": { "type": "array", "items": { "$ref": "#/components/schemas/IncidentSummary" } }, "next_offset": { "type": ["integer", "null"] } } },
+                "Incident": { "allOf": [ { "$ref": "#/components/schemas/IncidentSummary" }, { "type": "object", "properties": {
+                    "log": { "type": "string" }, "diagnosis": { "$ref": "#/components/schemas/Diagnosis" },
+                    "feedback": { "type": "array", "items": { "$ref": "#/components/schemas/Feedback" } } } } ] },
+                "FeedbackInput": { "type": "object", "properties": {
+                    "rule": { "type": "string" }, "verdict": { "enum": ["right", "wrong"] }, "fix_worked": { "type": "boolean" }, "comment": { "type": "string" } } },
+                "Feedback": { "type": "object", "properties": { "id": { "type": "integer" }, "incident_id": { "type": "integer" }, "verdict": { "type": ["string", "null"] } } },
+                "GroupSummary": { "type": "object", "properties": {
+                    "id": { "type": "integer" }, "fingerprint": { "type": "string" }, "class": { "type": "string" }, "title": { "type": "string" },
+                    "count": { "type": "integer" }, "first_seen": { "type": "integer" }, "last_seen": { "type": "integer" } } },
+                "GroupPage": { "type": "object", "properties": { "items": { "type": "array", "items": { "$ref": "#/components/schemas/GroupSummary" } }, "next_offset": { "type": ["integer", "null"] } } },
+                "Group": { "allOf": [ { "$ref": "#/components/schemas/GroupSummary" }, { "type": "object", "properties": {
+                    "trend": { "enum": ["rising", "falling", "steady"] }, "projects": { "type": "array" }, "daily": { "type": "array" },
+                    "notes": { "type": "array", "items": { "$ref": "#/components/schemas/Note" } }, "recent": { "type": "array" } } } ] },
+                "Note": { "type": "object", "properties": { "id": { "type": "integer" }, "group_id": { "type": "integer" }, "body": { "type": "string" } } },
+                "RuleSummary": { "type": "object", "properties": {
+                    "id": { "type": "string" }, "class": { "type": "string" }, "title": { "type": "string" }, "priority": { "type": "integer" },
+                    "stats": { "type": "object", "properties": { "hits": { "type": "integer" }, "precision": { "type": ["number", "null"] } } } } },
+                "RuleDetail": { "allOf": [ { "$ref": "#/components/schemas/RuleSummary" }, { "type": "object", "properties": {
+                    "patterns": { "type": "object" }, "causes": { "type": "array" }, "fixes": { "type": "array" }, "examples": { "type": "array" } } } ] },
+                "BacktestReport": { "type": "object", "properties": {
+                    "rule": { "type": "string" }, "scanned": { "type": "integer" }, "matched": { "type": "array" }, "takes_primary": { "type": "integer" } } }
+            }
+        }
+    })
+}
+
+pub(super) async fn document() -> Json<Value> {
+    Json(spec())
+}

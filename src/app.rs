@@ -1,0 +1,91 @@
+//! Running the service: open the knowledge base, start the writer, serve the routes until SIGTERM
+//! or Ctrl-C, then finish the requests in flight and commit every acknowledged incident.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use axum::Router;
+use tokio::net::TcpListener;
+
+use crate::api::{self, AppState};
+use crate::config::{Config, redact_url};
+use crate::kb::writer::Writer;
+use crate::kb::{Store, StoreOptions};
+use crate::rules::RuleSet;
+
+/// The store options a configuration asks for.
+pub fn store_options(config: &Config) -> StoreOptions {
+    StoreOptions {
+        max_connections: config.max_connections,
+        sqlite_synchronous: config.sqlite_synchronous.clone(),
+    }
+}
+
+/// Everything the server needs, built from a configuration.
+pub struct App {
+    /// The shared state.
+    pub state: AppState,
+    writer_task: tokio::task::JoinHandle<()>,
+}
+
+impl App {
+    /// Loads the rules, opens and migrates the store, starts the writer.
+    pub async fn start(config: Config, rules: RuleSet) -> anyhow::Result<Self> {
+        let store = Store::open_and_migrate(&config.database, &store_options(&config))
+            .await
+            .with_context(|| format!("cannot open the knowledge base {}", redact_url(&config.database)))?;
+        let (writer, writer_task) = Writer::spawn(store.clone(), config.write_batch);
+        Ok(Self {
+            state: AppState::new(rules, store, writer, config),
+            writer_task,
+        })
+    }
+
+    /// All routes.
+    pub fn router(&self) -> Router {
+        api::router(self.state.clone())
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then drains the writer and closes the store.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let app = self.router().into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("the server failed")?;
+        let App { state, writer_task } = self;
+        let store = state.store.clone();
+        drop(state);
+        // Every handle to the writer is gone: it commits what is queued, then ends.
+        let _ = writer_task.await;
+        store.close().await;
+        Ok(())
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}

@@ -1,0 +1,155 @@
+//! `faultline serve`, `faultline migrate`, `faultline token create`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use super::{EXIT_OK, RulesOption};
+use crate::app::{App, shutdown_signal, store_options};
+use crate::config::{Config, redact_url};
+use crate::kb::Store;
+
+/// Where the configuration comes from, shared by the server commands.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Configuration file (default: faultline.toml in the working directory, when present).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Database URL: sqlite://FILE (default sqlite://faultline.db) or postgres://….
+    #[arg(long, value_name = "URL")]
+    database: Option<String>,
+}
+
+impl ConfigArgs {
+    fn load(&self) -> anyhow::Result<Config> {
+        let mut config = Config::load(self.config.as_deref(), |name| std::env::var(name).ok())?;
+        if let Some(db) = &self.database {
+            config.database = db.clone();
+        }
+        Ok(config)
+    }
+}
+
+/// Arguments of `faultline serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Address to listen on (default 127.0.0.1:8080).
+    #[arg(long, value_name = "ADDR")]
+    bind: Option<std::net::SocketAddr>,
+    /// Reads need a token too.
+    #[arg(long)]
+    require_token_for_reads: bool,
+    /// Requests per minute per client; 0 turns the limit off.
+    #[arg(long, value_name = "N")]
+    rate_limit: Option<u32>,
+    #[command(flatten)]
+    rules: RulesOption,
+}
+
+/// Arguments of `faultline migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+}
+
+/// Arguments of `faultline token`.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    command: TokenCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Creates an API token and prints it once (only its hash is stored).
+    Create {
+        /// A name for the token (`ci`, `alice`).
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FAULTLINE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+pub(super) fn serve(args: &ServeArgs, out: &mut impl Write) -> anyhow::Result<u8> {
+    init_logging();
+    let mut config = args.config.load()?;
+    if let Some(bind) = args.bind {
+        config.bind = bind;
+    }
+    if args.require_token_for_reads {
+        config.require_token_for_reads = true;
+    }
+    if let Some(n) = args.rate_limit {
+        config.rate_limit_per_minute = n;
+    }
+    if args.rules.dir.is_some() {
+        config.rules = args.rules.dir.clone();
+    }
+    let rules = super::load_rules(config.rules.as_deref())?;
+    runtime()?.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.bind)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.bind))?;
+        let address = listener.local_addr()?;
+        let database = redact_url(&config.database);
+        let count = rules.rules().len();
+        let app = App::start(config, rules).await?;
+        writeln!(
+            out,
+            "faultline listening on http://{address} (database {database}, {count} rules)"
+        )?;
+        out.flush()?;
+        app.serve(listener, shutdown_signal()).await?;
+        Ok(EXIT_OK)
+    })
+}
+
+pub(super) fn migrate(args: &MigrateArgs, out: &mut impl Write) -> anyhow::Result<u8> {
+    let config = args.config.load()?;
+    runtime()?.block_on(async {
+        let store = Store::open(&config.database, &store_options(&config)).await?;
+        store.migrate().await?;
+        store.close().await;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    writeln!(out, "{}: schema up to date", redact_url(&config.database))?;
+    Ok(EXIT_OK)
+}
+
+pub(super) fn token(args: &TokenArgs, out: &mut impl Write) -> anyhow::Result<u8> {
+    let TokenCommand::Create { name, config } = &args.command;
+    let config = config.load()?;
+    let token = runtime()?.block_on(async {
+        let store = Store::open_and_migrate(&config.database, &store_options(&config)).await?;
+        let token = store.create_token(name).await;
+        store.close().await;
+        token
+    })?;
+    writeln!(out, "{token}")?;
+    eprintln!(
+        "faultline: token {name:?} created; it is shown only this once. Send it as `Authorization: Bearer <token>`."
+    );
+    Ok(EXIT_OK)
+}

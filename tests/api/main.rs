@@ -1,0 +1,41 @@
+//! The HTTP API over a real socket: the server runs in-process on a loopback port with a temporary
+//! SQLite file, and again on PostgreSQL when `TEST_POSTGRES_URL` is set.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod scenarios;
+mod server;
+
+use faultline::config::Config;
+
+fn sqlite_config(db: &support::TempDb) -> Config {
+    Config {
+        database: db.url(),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn the_api_works_on_sqlite() {
+    let db = support::TempDb::new("api");
+    scenarios::all(&sqlite_config(&db));
+}
+
+#[test]
+fn the_api_works_on_postgres() {
+    let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let Some(url) = runtime.block_on(support::postgres_database("api")) else {
+        return;
+    };
+    scenarios::all(&Config {
+        database: url,
+        ..Config::default()
+    });
+}
+
+#[test]
+fn limits_and_policies_are_enforced() {
+    let db = support::TempDb::new("api-limits");
+    scenarios::limits(&db);
+}
