@@ -1,2 +1,102 @@
-//! Placeholder replaced by the pipeline benchmark.
-fn main() {}
+//! Throughput of the core on a long noisy CI log (100 MB by default, or `FAULTLINE_BENCH_MB` MB):
+//! parsing alone and the whole analysis with the embedded rule base; latency on a single ~4 KB
+//! CUDA traceback; compilation of the embedded rule base and of 1,000 rules.
+//!
+//! `cargo bench --bench pipeline`; `FAULTLINE_BENCH_MB=10 cargo bench --bench pipeline` for a quick run.
+
+#[path = "support/noisy_log.rs"]
+mod noisy_log;
+#[path = "support/synthetic_rules.rs"]
+mod synthetic_rules;
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use faultline::rules::{RuleFile, RuleSet};
+
+const SEED: u64 = 42;
+
+fn bench_mb() -> usize {
+    std::env::var("FAULTLINE_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&mb| mb > 0)
+        .unwrap_or(100)
+}
+
+fn rules() -> RuleSet {
+    RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn noisy_log() -> Vec<u8> {
+    let mb = bench_mb();
+    let mut log = Vec::with_capacity((mb << 20) + (64 << 10));
+    // Writing into a Vec cannot fail.
+    let _ = noisy_log::generate(mb << 20, SEED, &mut log);
+    log
+}
+
+fn long_log(c: &mut Criterion) {
+    let log = noisy_log();
+    let rules = rules();
+    let mb = bench_mb();
+    let mut group = c.benchmark_group("long_log");
+    group.throughput(Throughput::Bytes(log.len() as u64));
+    // One iteration takes about a second: the same few iterations per sample, 10 samples.
+    group.sampling_mode(SamplingMode::Flat);
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(15));
+    group.bench_function(format!("parse_{mb}mb"), |b| {
+        b.iter(|| faultline::parse::parse_bytes(black_box(&log)))
+    });
+    group.bench_function(format!("analyze_{mb}mb"), |b| {
+        b.iter(|| faultline::diagnose::analyze_bytes(black_box(&rules), black_box(&log)))
+    });
+    group.finish();
+}
+
+fn small_log(c: &mut Criterion) {
+    let log = noisy_log::cuda_assert_traceback(SEED);
+    let rules = rules();
+    let mut group = c.benchmark_group("4kb_traceback");
+    group.throughput(Throughput::Bytes(log.len() as u64));
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("parse", |b| {
+        b.iter(|| faultline::parse::parse_bytes(black_box(&log)))
+    });
+    group.bench_function("analyze", |b| {
+        b.iter(|| faultline::diagnose::analyze_bytes(black_box(&rules), black_box(&log)))
+    });
+    group.bench_function("analyze_and_json", |b| {
+        b.iter(|| {
+            let analysis = faultline::diagnose::analyze_bytes(black_box(&rules), black_box(&log));
+            serde_json::to_vec(&analysis.diagnosis).unwrap_or_default()
+        })
+    });
+    group.finish();
+}
+
+fn compile_rules(c: &mut Criterion) {
+    let taxonomy = RuleFile {
+        relative: "taxonomy.toml".into(),
+        display: "rules/taxonomy.toml".into(),
+        text: include_str!("../rules/taxonomy.toml").into(),
+    };
+    let synthetic = synthetic_rules::synthetic_rules(1000);
+    let mut group = c.benchmark_group("compile");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("embedded_rule_base", |b| b.iter(rules));
+    group.bench_function("1000_rules", |b| {
+        b.iter(|| {
+            RuleSet::from_files(&taxonomy, black_box(&synthetic), "synthetic")
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, compile_rules, small_log, long_log);
+criterion_main!(benches);

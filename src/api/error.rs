@@ -88,9 +88,10 @@ impl IntoResponse for ApiError {
         };
         let mut response = (status, Json(Body { error: code, detail })).into_response();
         if let Self::RateLimited { retry_after_secs } = self
-            && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+            && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
         response
     }
 }

@@ -32,20 +32,21 @@ pub struct Analysis {
 pub fn analyze_reader<R: Read>(rules: &RuleSet, reader: R) -> std::io::Result<Analysis> {
     let mut sink = (Parser::new(), Matcher::new(rules));
     let stats = scan::scan(reader, rules.prefilter(), &mut sink)?;
-    let (parser, matcher) = sink;
-    let parsed = parser.finish(stats);
-    let matches = matcher.evaluate(&parsed);
-    let diagnosis = diagnose(rules, &parsed, matches);
-    Ok(Analysis { diagnosis, parsed })
+    Ok(finish(rules, sink, stats))
 }
 
 /// Analyzes a log held in memory.
 pub fn analyze_bytes(rules: &RuleSet, bytes: &[u8]) -> Analysis {
-    // Reading from a slice cannot fail.
-    analyze_reader(rules, bytes).unwrap_or_else(|_| Analysis {
-        diagnosis: diagnose(rules, &Parsed::default(), Vec::new()),
-        parsed: Parsed::default(),
-    })
+    let mut sink = (Parser::new(), Matcher::new(rules));
+    let stats = scan::scan_slice(bytes, rules.prefilter(), &mut sink);
+    finish(rules, sink, stats)
+}
+
+fn finish(rules: &RuleSet, (parser, matcher): (Parser, Matcher<'_>), stats: scan::ScanStats) -> Analysis {
+    let parsed = parser.finish(stats);
+    let matches = matcher.evaluate(&parsed);
+    let diagnosis = diagnose(rules, &parsed, matches);
+    Analysis { diagnosis, parsed }
 }
 
 /// Analyzes a log held in a string.

@@ -15,7 +15,8 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: versions,
     },
     Extractor {
-        trigger: r"[Pp]ython3\.\d+[/\\](?:site|dist)-packages|[Pp]ython3\d{1,2}[/\\][Ll]ib[/\\]",
+        // Only traceback frames: warnings print the same paths on every line and add nothing.
+        trigger: r#"File "[^"]*(?:[Pp]ython3\.\d+[/\\](?:site|dist)-packages|[Pp]ython3\d{1,2}[/\\][Ll]ib[/\\])"#,
         handle: python_path,
     },
     Extractor {

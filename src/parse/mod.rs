@@ -21,7 +21,7 @@ macro_rules! regex {
     ($re:literal) => {{
         static RE: ::std::sync::LazyLock<::regex::Regex> = ::std::sync::LazyLock::new(|| {
             #[allow(clippy::expect_used)]
-            ::regex::Regex::new($re).expect("constant regex compiles")
+            ::regex::Regex::new(&$crate::scan::ascii_word_boundaries($re)).expect("constant regex compiles")
         });
         &*RE
     }};
@@ -66,7 +66,8 @@ pub(crate) fn compile_table<T: Copy>(table: &[(&str, T)]) -> Vec<(Regex, T)> {
         .iter()
         .map(|(pattern, value)| {
             #[allow(clippy::expect_used)]
-            let re = Regex::new(pattern).expect("constant regex compiles");
+            let re =
+                Regex::new(&crate::scan::ascii_word_boundaries(pattern)).expect("constant regex compiles");
             (re, *value)
         })
         .collect()
@@ -89,7 +90,12 @@ static EXTRACTORS: LazyLock<Vec<&'static Extractor>> = LazyLock::new(|| extracto
 
 static DISPATCH: LazyLock<RegexSet> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
-    RegexSet::new(EXTRACTORS.iter().map(|e| e.trigger)).expect("extractor triggers compile")
+    RegexSet::new(
+        EXTRACTORS
+            .iter()
+            .map(|e| crate::scan::ascii_word_boundaries(e.trigger)),
+    )
+    .expect("extractor triggers compile")
 });
 
 /// Every pattern that can make the parser act on a line when it is idle: the prefilter must let
@@ -181,8 +187,7 @@ pub fn parse_reader<R: Read>(reader: R) -> std::io::Result<Parsed> {
 /// Parses a log held in memory.
 pub fn parse_bytes(bytes: &[u8]) -> Parsed {
     let mut parser = Parser::new();
-    // Reading from a slice cannot fail.
-    let stats = scan::scan(bytes, prefilter(), &mut parser).unwrap_or_default();
+    let stats = scan::scan_slice(bytes, prefilter(), &mut parser);
     parser.finish(stats)
 }
 

@@ -129,7 +129,8 @@ impl PatternTable {
         if let Some(&id) = self.index.get(pattern) {
             return Ok(id);
         }
-        let regex = Regex::new(pattern).map_err(|e| format!("invalid regex: {e}"))?;
+        let regex = Regex::new(&crate::scan::ascii_word_boundaries(pattern))
+            .map_err(|e| format!("invalid regex: {e}"))?;
         let id = self.sources.len();
         self.sources.push(pattern.to_owned());
         self.regexes.push(regex);
@@ -286,11 +287,16 @@ impl RuleSet {
         if !errors.is_empty() {
             return Err(LoadErrors(errors));
         }
-        let set = RegexSetBuilder::new(&patterns.sources)
-            .size_limit(256 << 20)
-            .dfa_size_limit(64 << 20)
-            .build()
-            .map_err(|e| LoadError::Combined(e.to_string()))?;
+        let set = RegexSetBuilder::new(
+            patterns
+                .sources
+                .iter()
+                .map(|p| crate::scan::ascii_word_boundaries(p)),
+        )
+        .size_limit(256 << 20)
+        .dfa_size_limit(64 << 20)
+        .build()
+        .map_err(|e| LoadError::Combined(e.to_string()))?;
         let mut prefilter_patterns: Vec<&str> = crate::parse::trigger_patterns().collect();
         prefilter_patterns.extend(patterns.sources.iter().map(String::as_str));
         let prefilter = Prefilter::new(prefilter_patterns).map_err(|e| LoadError::Combined(e.to_string()))?;

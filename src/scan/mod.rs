@@ -7,7 +7,7 @@
 
 mod prefilter;
 
-pub use prefilter::{Prefilter, PrefilterError, relax};
+pub use prefilter::{Prefilter, PrefilterError, ascii_word_boundaries, relax};
 
 use std::io::{self, Read};
 
@@ -91,6 +91,25 @@ pub fn scan<R: Read>(
             return Ok(state.finish());
         }
     }
+}
+
+/// Scans a log held in memory: the same result as [`scan`], without copying it into blocks.
+pub fn scan_slice(bytes: &[u8], prefilter: &Prefilter, sink: &mut impl LineSink) -> ScanStats {
+    let mut state = ScanState::new(prefilter);
+    state.stats.bytes = bytes.len() as u64;
+    let complete = memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1);
+    // Blocks keep the UTF-8 check and the line counting in cache-sized pieces.
+    let mut start = 0;
+    while start < complete {
+        let end = (start + BLOCK_BYTES).min(complete);
+        let end = memchr::memrchr(b'\n', &bytes[start..end]).map_or(complete, |i| start + i + 1);
+        state.block(&bytes[start..end], sink);
+        start = end;
+    }
+    if complete < bytes.len() {
+        state.one_line(&bytes[complete..], sink);
+    }
+    state.finish()
 }
 
 /// Reads into `buf` until it is full or the reader is exhausted (retrying interrupted reads).
@@ -327,6 +346,22 @@ mod tests {
         let (rec, _) = run(b"x\nopen\n1\n2\nclose\n3\n", &["open|close"]);
         let numbers: Vec<u64> = rec.lines.iter().map(|l| l.0).collect();
         assert_eq!(numbers, vec![2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn scanning_a_slice_is_scanning_a_reader() {
+        let mut input = b"first\n".to_vec();
+        for i in 0..300_000 {
+            input.extend_from_slice(format!("noise {i}\nERROR {i}\n").as_bytes());
+        }
+        input.extend_from_slice(b"ERROR last without newline");
+        let prefilter = Prefilter::new(["ERROR"]).unwrap_or_else(|_| Prefilter::every_line());
+        let (mut a, mut b) = (Recorder::default(), Recorder::default());
+        let from_reader = scan(&input[..], &prefilter, &mut a).unwrap_or_default();
+        let from_slice = scan_slice(&input, &prefilter, &mut b);
+        assert_eq!(from_reader, from_slice);
+        assert_eq!(a.lines, b.lines);
+        assert_eq!(b.lines.len(), 300_001);
     }
 
     #[test]

@@ -90,6 +90,59 @@ pub fn relax(pattern: &str) -> Result<String, PrefilterError> {
     Ok(out)
 }
 
+/// Rewrites every word boundary of `pattern` (`\b`, `\B`, `\b{start}`…) to its ASCII form
+/// (`(?-u:\b)`). A Unicode word boundary makes the regex engine leave its fast DFA on any line
+/// with a non-ASCII byte (a tqdm bar, a box drawing) and run 100 times slower; log keywords are
+/// ASCII, so the ASCII boundary means the same thing for them. A pattern that does not parse is
+/// returned unchanged (compiling it reports the error).
+pub fn ascii_word_boundaries(pattern: &str) -> String {
+    let Ok(mut parsed) = ast::parse::Parser::new().parse(pattern) else {
+        return pattern.to_owned();
+    };
+    if !ascii_ast(&mut parsed) {
+        return pattern.to_owned();
+    }
+    let mut out = String::new();
+    let _ = ast::print::Printer::new().print(&parsed, &mut out);
+    out
+}
+
+/// Rewrites word boundaries in place; returns whether it changed anything.
+fn ascii_ast(node: &mut Ast) -> bool {
+    match node {
+        Ast::Assertion(a)
+            if !matches!(
+                a.kind,
+                ast::AssertionKind::StartLine
+                    | ast::AssertionKind::EndLine
+                    | ast::AssertionKind::StartText
+                    | ast::AssertionKind::EndText
+            ) =>
+        {
+            let span = a.span;
+            let assertion = std::mem::replace(node, Ast::empty(span));
+            let flag = |kind| ast::FlagsItem { span, kind };
+            *node = Ast::group(ast::Group {
+                span,
+                kind: GroupKind::NonCapturing(ast::Flags {
+                    span,
+                    items: vec![
+                        flag(ast::FlagsItemKind::Negation),
+                        flag(ast::FlagsItemKind::Flag(ast::Flag::Unicode)),
+                    ],
+                }),
+                ast: Box::new(assertion),
+            });
+            true
+        }
+        Ast::Repetition(r) => ascii_ast(&mut r.ast),
+        Ast::Group(g) => ascii_ast(&mut g.ast),
+        Ast::Alternation(a) => a.asts.iter_mut().map(ascii_ast).fold(false, |x, y| x | y),
+        Ast::Concat(c) => c.asts.iter_mut().map(ascii_ast).fold(false, |x, y| x | y),
+        _ => false,
+    }
+}
+
 fn relax_ast(node: &mut Ast) {
     match node {
         Ast::Assertion(a) => *node = Ast::empty(a.span),
@@ -145,6 +198,18 @@ mod tests {
     #[test]
     fn repeated_assertions_vanish_whole() {
         assert_eq!(relax(r"a\b+c").unwrap_or_default(), "ac");
+    }
+
+    #[test]
+    fn word_boundaries_become_ascii_and_anchors_stay() {
+        assert_eq!(
+            ascii_word_boundaries(r"^\bfoo\B(x)$"),
+            r"^(?-u:\b)foo(?-u:\B)(x)$"
+        );
+        assert_eq!(ascii_word_boundaries(r"no boundary"), "no boundary");
+        assert_eq!(ascii_word_boundaries(r"bad("), "bad(");
+        let re = regex::Regex::new(&ascii_word_boundaries(r"\bcuda\b")).ok();
+        assert!(re.is_some_and(|re| re.is_match("█ cuda █")));
     }
 
     #[test]

@@ -1,0 +1,37 @@
+//! Writes a deterministic noisy CI log (see `benches/support/noisy_log.rs`).
+//!
+//! `cargo run --release --example gen_noisy_log -- OUT_PATH SIZE_MB [SEED]`
+
+#[path = "../benches/support/noisy_log.rs"]
+mod noisy_log;
+
+use std::io::{BufWriter, Write};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(path), Some(Ok(size_mb))) = (args.first(), args.get(1).map(|s| s.parse::<usize>())) else {
+        eprintln!("usage: gen_noisy_log OUT_PATH SIZE_MB [SEED]");
+        return ExitCode::from(2);
+    };
+    let seed = match args.get(2).map(|s| s.parse::<u64>()) {
+        None => 42,
+        Some(Ok(seed)) => seed,
+        Some(Err(e)) => {
+            eprintln!("invalid SEED: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let written = std::fs::File::create(path).and_then(|file| {
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        noisy_log::generate(size_mb << 20, seed, &mut out)?;
+        out.flush()
+    });
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cannot write {path}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
