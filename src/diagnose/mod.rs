@@ -31,19 +31,42 @@ pub struct Analysis {
 /// Analyzes a log from a reader, streaming.
 pub fn analyze_reader<R: Read>(rules: &RuleSet, reader: R) -> std::io::Result<Analysis> {
     let mut sink = (Parser::new(), Matcher::new(rules));
-    let stats = scan::scan(reader, rules.prefilter(), &mut sink)?;
+    let stats = scan::scan(reader, prefilter(rules), &mut sink)?;
     Ok(finish(rules, sink, stats))
 }
 
 /// Analyzes a log held in memory.
 pub fn analyze_bytes(rules: &RuleSet, bytes: &[u8]) -> Analysis {
     let mut sink = (Parser::new(), Matcher::new(rules));
-    let stats = scan::scan_slice(bytes, rules.prefilter(), &mut sink);
+    let stats = scan::scan_slice(bytes, prefilter(rules), &mut sink);
     finish(rules, sink, stats)
 }
 
+/// Analyzes a log reading every line, without the prefilter: the reference the prefilter must
+/// agree with (tests use it; it is slower and gives the same diagnosis).
+pub fn analyze_every_line(rules: &RuleSet, bytes: &[u8]) -> Analysis {
+    let mut sink = (Parser::new(), Matcher::new(rules));
+    let stats = scan::scan_slice(bytes, &crate::scan::Prefilter::every_line(), &mut sink);
+    finish(rules, sink, stats)
+}
+
+/// The prefilter of the rule base, or the parser's own when the rule base's automata could not
+/// be built (rules then find nothing, and the diagnosis says why).
+fn prefilter(rules: &RuleSet) -> &crate::scan::Prefilter {
+    rules
+        .automata()
+        .map_or_else(|_| crate::parse::prefilter(), |a| &a.prefilter)
+}
+
 fn finish(rules: &RuleSet, (parser, matcher): (Parser, Matcher<'_>), stats: scan::ScanStats) -> Analysis {
-    let parsed = parser.finish(stats);
+    let mut parsed = parser.finish(stats);
+    if let Err(e) = rules.automata() {
+        parsed.warnings.push(crate::model::Warning::new(
+            "rules_unavailable",
+            e.to_string(),
+            None,
+        ));
+    }
     let matches = matcher.evaluate(&parsed);
     let diagnosis = diagnose(rules, &parsed, matches);
     Analysis { diagnosis, parsed }

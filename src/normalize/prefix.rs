@@ -159,6 +159,12 @@ static PREFIXES: LazyLock<Vec<(Kind, Regex)>> = LazyLock::new(|| {
         .collect()
 });
 
+/// All prefix patterns as one set: one pass tells which (if any) applies to a line.
+static PREFIX_SET: LazyLock<regex::RegexSet> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    regex::RegexSet::new(PREFIXES.iter().map(|(_, re)| re.as_str())).expect("prefix patterns compile")
+});
+
 /// A host and stream tag (`node-3.cluster [stderr] `), which may start with any letter.
 static HOST_STREAM: LazyLock<Regex> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
@@ -187,12 +193,15 @@ const MAX_PREFIXES: usize = 8;
 /// removed prefixes said.
 pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
     let mut start = 0;
-    if line.as_bytes().iter().take(120).any(|&b| b == b'[')
+    if memchr::memmem::find(&line.as_bytes()[..line.len().min(120)], b" [std").is_some()
         && let Some(m) = HOST_STREAM.find(line)
     {
         start = m.end();
     }
-    if let Some(c) = SRUN_RANK.captures(&line[start..]) {
+    let srun_like = line[start..]
+        .trim_start_matches(' ')
+        .starts_with(|c: char| c.is_ascii_digit());
+    if let Some(c) = srun_like.then(|| SRUN_RANK.captures(&line[start..])).flatten() {
         meta.rank = c[1].parse().ok();
         start += c.get(0).map_or(0, |m| m.end());
     }
@@ -239,7 +248,12 @@ fn may_start_prefix(rest: &str) -> bool {
 }
 
 fn strip_one(rest: &str, meta: &mut LineMeta) -> Option<usize> {
-    for (kind, re) in PREFIXES.iter() {
+    let candidates = PREFIX_SET.matches(rest);
+    if !candidates.matched_any() {
+        return None;
+    }
+    for i in candidates.iter() {
+        let (kind, re) = &PREFIXES[i];
         let Some(caps) = re.captures(rest) else {
             continue;
         };
@@ -266,7 +280,8 @@ fn rank_anywhere(rest: &str, meta: &mut LineMeta) -> usize {
         .find(|&i| i >= RANK_SEARCH_WINDOW)
         .unwrap_or(rest.len());
     let head = &rest[..window];
-    if memchr::memchr(b'[', head.as_bytes()).is_none() {
+    let bytes = head.as_bytes();
+    if memchr::memmem::find(bytes, b"[rank").is_none() && memchr::memmem::find(bytes, b"[default").is_none() {
         return 0;
     }
     match RANK_ANYWHERE.captures(head) {

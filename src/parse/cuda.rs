@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: ",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: ",
         handle: numbered_error,
     },
     Extractor {
@@ -344,12 +344,26 @@ fn triton_error(out: &mut Collector, line: &Line<'_>) {
 /// `CUDA error 59: …`, `CUDA error (3): initialization error`, `HIP error: …`.
 fn numbered_error(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
-    let (code, message, api) =
+    let (code, message, api): (Option<u32>, String, CudaApi) =
         if let Some(c) = regex!(r"THCudaCheck FAIL .*error=(?P<n>\d+) : (?P<m>.+)$").captures(text) {
             (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Legacy)
         } else if let Some(c) = regex!(r"CUDA error \(?(?P<n>\d+)\)?: (?P<m>.+)$").captures(text) {
             (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Runtime)
         } else if let Some(c) = regex!(r"HIP error: (?P<m>.+)$").captures(text) {
+            (None, c["m"].to_owned(), CudaApi::Runtime)
+        } else if let Some(c) = regex!(r"== cudaSuccess \((?P<n>\d+) vs\. 0\)\s*(?P<m>.*)$").captures(text) {
+            // Caffe's CHECK: the code, then (usually) the message.
+            let code = c["n"].parse().ok();
+            let message = match c["m"].trim() {
+                "" => KNOWN
+                    .iter()
+                    .find(|k| Some(k.3) == code)
+                    .map_or_else(|| format!("CUDA error {}", &c["n"]), |k| k.0.to_owned()),
+                m => m.to_owned(),
+            };
+            (code, message, CudaApi::Runtime)
+        } else if let Some(c) = regex!(r"CUDA Error: (?P<m>.+)$").captures(text) {
+            // darknet
             (None, c["m"].to_owned(), CudaApi::Runtime)
         } else {
             return;
@@ -572,6 +586,23 @@ mod tests {
                 (Some(59), "device-side assert triggered"),
                 (Some(3), "initialization error"),
                 (Some(98), "invalid device function")
+            ]
+        );
+        let found = kinds(
+            "F0101 common.cu:153] Check failed: error == cudaSuccess (46 vs. 0)  all CUDA-capable devices are busy or unavailable\nCUDA Error: out of memory\n",
+        );
+        let errors: Vec<_> = found
+            .iter()
+            .filter_map(|k| match k {
+                EventKind::CudaError(e) => Some((e.code, e.message.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            errors,
+            vec![
+                (Some(46), "all CUDA-capable devices are busy or unavailable"),
+                (Some(2), "out of memory")
             ]
         );
     }

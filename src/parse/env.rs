@@ -11,7 +11,7 @@ use crate::normalize::Line;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"PyTorch version|^\s*torch(?:==|\s+)\d|\+cu\d{2,3}\b|CUDA used to build PyTorch|CUDA runtime version|Cuda compilation tools|CUDA Version: \d|Driver Version: \d|Nvidia driver version|cuDNN version: \d|transformers` version|^\s*transformers(?:==|\s+)\d|NCCL version \d|Python version: \d",
+        trigger: r"PyTorch version|^\s*torch(?:==|\s+)\d|\+cu\d{2,3}\b|CUDA used to build PyTorch|CUDA runtime version|Cuda compilation tools|^\s*cudatoolkit(?:=|\s+)\d|CUDA Version: \d|Driver Version: \d|Nvidia driver version|cuDNN version: \d|transformers` version|^\s*transformers(?:==|\s+)\d|NCCL version \d|Python version: \d",
         handle: versions,
     },
     Extractor {
@@ -35,6 +35,7 @@ const VERSION_PATTERNS: &[(&str, EnvKey)] = &[
     (r"CUDA used to build PyTorch: (?P<v>\d[\d.]*)", EnvKey::Cuda),
     (r"CUDA runtime version: (?P<v>\d[\d.]*)", EnvKey::Cuda),
     (r"Cuda compilation tools, release (?P<v>\d+\.\d+)", EnvKey::Cuda),
+    (r"^\s*cudatoolkit(?:=|\s+)(?P<v>\d+\.\d+(?:\.\d+)?)", EnvKey::Cuda),
     (r"CUDA Version: (?P<v>\d+\.\d+)", EnvKey::DriverCuda),
     (r"Driver Version: (?P<v>\d[\d.]+)", EnvKey::Driver),
     (r"Nvidia driver version: (?P<v>\d[\d.]+)", EnvKey::Driver),

@@ -228,7 +228,7 @@ fn checkpoint(out: &mut Collector, line: &Line<'_>) {
         r"size mismatch for (?P<p>[\w.]+): copying a param of torch\.Size\(\[(?P<c>[\d, ]*)\]\) from checkpoint, where the shape is torch\.Size\(\[(?P<m>[\d, ]*)\]\) in current model"
     );
     let oldest = regex!(
-        r"While copying the parameter named (?P<p>[\w.]+), whose dimensions in the model are torch\.Size\(\[(?P<m>[\d, ]*)\]\) and whose dimensions in the checkpoint are torch\.Size\(\[(?P<c>[\d, ]*)\]\)"
+        r#"While copying the parameter named ["']?(?P<p>[\w.]+)["']?, whose dimensions in the model are torch\.Size\(\[(?P<m>[\d, ]*)\]\) and whose dimensions in the checkpoint are torch\.Size\(\[(?P<c>[\d, ]*)\]\)"#
     );
     let all = torch
         .captures_iter(text)

@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: cublas_illegal_parameter,
     },
     Extractor {
-        trigger: r"CUDNN_STATUS_[A-Z_]+|(?i:cudnn) error: |Unable to find a valid cuDNN algorithm|no valid convolution algorithms available in CuDNN|cuDNN version incompatibility|(?:GET|FIND) was unable to find an engine|(?i:cudnn) frontend error",
+        trigger: r"CUDNN_STATUS_[A-Z_]+|(?i:cudnn) error: |Unable to find a valid cuDNN algorithm|no valid convolution algorithms available in CuDNN|cuDNN version incompatibility|(?:GET|FIND) was unable to find an engine|(?i:cudnn frontend error)",
         handle: cudnn,
     },
     Extractor {

@@ -74,8 +74,10 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
     let free = regex!(
         r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) free[;)]|of which (?P<w>[\d.]+ ?(?:[KMGTP]i?B|bytes)) is free"
     );
-    // torch <= 1.4 called reserved memory "cached".
-    let reserved = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) (?:reserved in total by PyTorch|cached\))");
+    let reserved = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) reserved in total by PyTorch");
+    // Old torch printed "X cached": the whole cache in most versions, only its unallocated part
+    // in some (then X is below the allocated memory, which the whole cache never is).
+    let cached = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) cached\)");
     // The cudaMallocAsync allocator reports its figures one per line.
     let async_figure = regex!(
         r"^\s*(?P<k>Currently allocated|Requested|Device limit|Free \(according to CUDA\))\s*: (?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes|B))"
@@ -101,6 +103,14 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
     oom.free_bytes = oom.free_bytes.or_else(|| either(free));
     oom.reserved_bytes = oom.reserved_bytes.or_else(|| size("v", reserved));
     oom.reserved_unallocated_bytes = oom.reserved_unallocated_bytes.or_else(|| size("v", unallocated));
+    if let Some(cached) = size("v", cached) {
+        match oom.allocated_bytes {
+            Some(allocated) if cached < allocated => {
+                oom.reserved_unallocated_bytes = oom.reserved_unallocated_bytes.or(Some(cached));
+            }
+            _ => oom.reserved_bytes = oom.reserved_bytes.or(Some(cached)),
+        }
+    }
     oom.process_bytes = oom.process_bytes.or_else(|| size("v", process));
     if let Some(c) = async_figure.captures(text) {
         let value = parse_size(&c["v"]);
@@ -204,7 +214,7 @@ mod tests {
     }
 
     #[test]
-    fn old_reports_call_reserved_memory_cached() {
+    fn old_reports_call_the_whole_cache_cached() {
         let o = oom(
             "RuntimeError: CUDA out of memory. Tried to allocate 12.00 MiB (GPU 0; 10.92 GiB total capacity; 9.48 GiB already allocated; 52.50 MiB free; 9.73 GiB cached)",
         );

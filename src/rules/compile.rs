@@ -3,11 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use regex::Regex;
+use super::pattern::Pattern;
 
-use super::conditions::{AssertCond, EventConditions, ExceptionCond, FACT_KINDS, FrameCond, OomCond};
+use super::conditions::{
+    AssertCond, CublasCond, EventConditions, ExceptionCond, FACT_KINDS, FrameCond, OomCond,
+};
 use super::oom_compare::OomCompare;
-use super::spec::{ExampleSpec, RuleSpec};
+use super::spec::{CublasSpec, ExampleSpec, RuleSpec};
 use super::template::Template;
 use super::version::VersionReq;
 use super::{LoadError, PatternTable};
@@ -128,8 +130,8 @@ impl Errors<'_> {
         });
     }
 
-    fn regex(&mut self, field: &str, pattern: &str) -> Option<Regex> {
-        match Regex::new(pattern) {
+    fn regex(&mut self, field: &str, pattern: &str) -> Option<Pattern> {
+        match Pattern::new(pattern) {
             Ok(re) => Some(re),
             Err(e) => {
                 self.push(field, format!("invalid regex: {e}"));
@@ -138,7 +140,7 @@ impl Errors<'_> {
         }
     }
 
-    fn opt_regex(&mut self, field: &str, pattern: &Option<String>) -> Option<Regex> {
+    fn opt_regex(&mut self, field: &str, pattern: &Option<String>) -> Option<Pattern> {
         pattern.as_ref().and_then(|p| self.regex(field, p))
     }
 
@@ -343,7 +345,18 @@ fn compile_events(e: &mut Errors<'_>, spec: &RuleSpec) -> EventConditions {
         exception,
         cuda_assert,
         cuda_error: e.opt_regex("match.cuda_error", &m.cuda_error),
-        cublas: e.opt_regex("match.cublas", &m.cublas),
+        cublas: m.cublas.as_ref().map(|c| match c {
+            CublasSpec::Status(status) => CublasCond {
+                status: e.regex("match.cublas", status),
+                call: None,
+                dtypes: None,
+            },
+            CublasSpec::Fields(f) => CublasCond {
+                status: e.opt_regex("match.cublas.status", &f.status),
+                call: e.opt_regex("match.cublas.call", &f.call),
+                dtypes: e.opt_regex("match.cublas.dtypes", &f.dtypes),
+            },
+        }),
         cudnn: e.opt_regex("match.cudnn", &m.cudnn),
         nccl: e.opt_regex("match.nccl", &m.nccl),
         oom,

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use regex::Regex;
+use super::pattern::Pattern;
 
 use super::oom_compare::OomCompare;
 use crate::model::{Event, EventKind, Fact, MemoryKind, NcclKind, OomReport};
@@ -10,30 +10,41 @@ use crate::model::{Event, EventKind, Fact, MemoryKind, NcclKind, OomReport};
 /// Condition on a traceback's exception.
 #[derive(Debug, Clone)]
 pub struct ExceptionCond {
-    /// Regex on the type name.
-    pub type_name: Option<Regex>,
-    /// Regex on the message.
-    pub message: Option<Regex>,
+    /// Pattern on the type name.
+    pub type_name: Option<Pattern>,
+    /// Pattern on the message.
+    pub message: Option<Pattern>,
 }
 
 /// Condition on a CUDA assertion.
 #[derive(Debug, Clone)]
 pub struct AssertCond {
-    /// Regex on the kernel file.
-    pub file: Option<Regex>,
-    /// Regex on the expression.
-    pub expression: Option<Regex>,
-    /// Regex on the kernel function.
-    pub function: Option<Regex>,
+    /// Pattern on the kernel file.
+    pub file: Option<Pattern>,
+    /// Pattern on the expression.
+    pub expression: Option<Pattern>,
+    /// Pattern on the kernel function.
+    pub function: Option<Pattern>,
+}
+
+/// Condition on a cuBLAS event.
+#[derive(Debug, Clone)]
+pub struct CublasCond {
+    /// Regex on the status.
+    pub status: Option<Pattern>,
+    /// Regex on the call.
+    pub call: Option<Pattern>,
+    /// Regex on the comma-joined data types.
+    pub dtypes: Option<Pattern>,
 }
 
 /// Condition on a traceback frame.
 #[derive(Debug, Clone)]
 pub struct FrameCond {
-    /// Regex on the file.
-    pub file: Option<Regex>,
-    /// Regex on the function.
-    pub function: Option<Regex>,
+    /// Pattern on the file.
+    pub file: Option<Pattern>,
+    /// Pattern on the function.
+    pub function: Option<Pattern>,
 }
 
 /// Condition on an OOM report.
@@ -91,14 +102,14 @@ pub struct EventConditions {
     pub exception: Option<ExceptionCond>,
     /// CUDA assertion condition.
     pub cuda_assert: Option<AssertCond>,
-    /// Regex on `name message` of a CUDA error.
-    pub cuda_error: Option<Regex>,
-    /// Regex on a cuBLAS status.
-    pub cublas: Option<Regex>,
-    /// Regex on a cuDNN status or message.
-    pub cudnn: Option<Regex>,
-    /// Regex on `watchdog_timeout`, `warn` or an NCCL error code.
-    pub nccl: Option<Regex>,
+    /// Pattern on `name message` of a CUDA error.
+    pub cuda_error: Option<Pattern>,
+    /// cuBLAS condition.
+    pub cublas: Option<CublasCond>,
+    /// Pattern on a cuDNN status or message.
+    pub cudnn: Option<Pattern>,
+    /// Pattern on `watchdog_timeout`, `warn` or an NCCL error code.
+    pub nccl: Option<Pattern>,
     /// OOM condition.
     pub oom: Option<OomCond>,
     /// A fact kind.
@@ -148,9 +159,7 @@ impl EventConditions {
             Kind::Exception => self.exception_matches(event),
             Kind::Assert => self.assert_matches(event),
             Kind::CudaError => self.cuda_error_matches(event),
-            Kind::Cublas => {
-                matches!(&event.kind, EventKind::Cublas(c) if self.cublas.as_ref().is_some_and(|re| re.is_match(&c.status)))
-            }
+            Kind::Cublas => self.cublas_matches(event),
             Kind::Cudnn => self.cudnn_matches(event),
             Kind::Nccl => self.nccl_matches(event),
             Kind::Oom => self.oom_matches(event),
@@ -169,6 +178,18 @@ impl EventConditions {
         })
     }
 
+    fn cublas_matches(&self, event: &Event) -> bool {
+        let (Some(cond), EventKind::Cublas(c)) = (&self.cublas, &event.kind) else {
+            return false;
+        };
+        let opt = |re: &Option<Pattern>, value: Option<&str>| {
+            re.as_ref().is_none_or(|re| value.is_some_and(|v| re.is_match(v)))
+        };
+        opt(&cond.status, Some(&c.status))
+            && opt(&cond.call, c.call.as_deref())
+            && opt(&cond.dtypes, Some(&c.dtypes.join(", ")))
+    }
+
     fn frame_matches(&self, event: &Event) -> bool {
         let (Some(cond), EventKind::Traceback(t)) = (&self.frame, &event.kind) else {
             return false;
@@ -183,7 +204,7 @@ impl EventConditions {
         let (Some(cond), EventKind::CudaAssert(a)) = (&self.cuda_assert, &event.kind) else {
             return false;
         };
-        let opt = |re: &Option<Regex>, value: Option<&str>| {
+        let opt = |re: &Option<Pattern>, value: Option<&str>| {
             re.as_ref().is_none_or(|re| value.is_some_and(|v| re.is_match(v)))
         };
         opt(&cond.file, a.file.as_deref())

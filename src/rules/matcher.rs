@@ -5,9 +5,10 @@
 //! [`Matcher::evaluate`] checks each rule whose patterns hit (and the event-only rules) against
 //! those hits and the parsed events. Advice lines are never evidence.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::conditions::event_captures;
+use super::pattern::group_text;
 use super::{Rule, RuleSet};
 use crate::model::{Confidence, EnvKey, Event, EventKind, EvidenceLine};
 use crate::normalize::Line;
@@ -87,7 +88,10 @@ pub struct Match {
 #[derive(Debug)]
 pub struct Matcher<'r> {
     rules: &'r RuleSet,
-    hits: Vec<Hits>,
+    /// The set of all line patterns (`None` if the rule base could not be built as a whole).
+    set: Option<&'r regex::bytes::RegexSet>,
+    /// Hits by pattern id (few patterns hit in a log).
+    hits: HashMap<usize, Hits>,
 }
 
 impl<'r> Matcher<'r> {
@@ -95,7 +99,8 @@ impl<'r> Matcher<'r> {
     pub fn new(rules: &'r RuleSet) -> Self {
         Self {
             rules,
-            hits: vec![Hits::default(); rules.patterns().len()],
+            set: rules.automata().ok().map(|a| &a.set),
+            hits: HashMap::new(),
         }
     }
 
@@ -110,7 +115,12 @@ impl<'r> Matcher<'r> {
     }
 
     fn hits(&self, pattern: usize) -> &Hits {
-        &self.hits[pattern]
+        static NONE: Hits = Hits {
+            first: Vec::new(),
+            last: VecDeque::new(),
+            total: 0,
+        };
+        self.hits.get(&pattern).unwrap_or(&NONE)
     }
 
     fn evaluate_rule(&self, index: usize, rule: &Rule, parsed: &Parsed) -> Option<Match> {
@@ -218,7 +228,10 @@ impl<'r> Matcher<'r> {
 
 impl LineSink for Matcher<'_> {
     fn line(&mut self, line: &Line<'_>) {
-        let matches = self.rules.pattern_set().matches(line.text);
+        let Some(set) = self.set else {
+            return;
+        };
+        let matches = set.matches(line.text.as_bytes());
         if !matches.matched_any() || advice_kind(line.text).is_some() {
             return;
         }
@@ -229,7 +242,7 @@ impl LineSink for Matcher<'_> {
             warning: is_warning_line(line),
         };
         for p in matches.iter() {
-            self.hits[p].record(hit.clone());
+            self.hits.entry(p).or_default().record(hit.clone());
         }
     }
 }
@@ -261,15 +274,16 @@ fn event_evidence(event: &Event) -> Option<EvidenceLine> {
 }
 
 fn capture_groups(rules: &RuleSet, pattern: usize, text: &str, out: &mut BTreeMap<String, String>) {
-    let re = rules.patterns().regex(pattern);
-    if re.captures_len() <= 1 {
+    let Some(p) = rules.patterns().pattern(pattern) else {
+        return;
+    };
+    if p.regex().captures_len() <= 1 {
         return;
     }
-    if let Some(c) = re.captures(text) {
-        for name in re.capture_names().flatten() {
-            if let Some(m) = c.name(name) {
-                out.entry(name.to_owned())
-                    .or_insert_with(|| m.as_str().to_owned());
+    if let Some(c) = p.captures(text) {
+        for name in p.regex().capture_names().flatten() {
+            if let Some(value) = group_text(&c, name) {
+                out.entry(name.to_owned()).or_insert(value);
             }
         }
     }
@@ -282,13 +296,13 @@ fn extract_value(
     text: &str,
     out: &mut BTreeMap<String, String>,
 ) {
-    let Some(c) = rules.patterns().regex(pattern).captures(text) else {
+    let Some(c) = rules.patterns().pattern(pattern).and_then(|p| p.captures(text)) else {
         return;
     };
     let value = c.name(name).or_else(|| c.get(1)).or_else(|| c.get(0));
     if let Some(v) = value {
         out.entry(name.to_owned())
-            .or_insert_with(|| v.as_str().to_owned());
+            .or_insert_with(|| String::from_utf8_lossy(v.as_bytes()).into_owned());
     }
 }
 

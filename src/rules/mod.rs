@@ -11,6 +11,7 @@ pub mod examples;
 pub mod lint;
 pub mod matcher;
 pub mod oom_compare;
+pub mod pattern;
 pub mod spec;
 pub mod template;
 pub mod version;
@@ -21,7 +22,11 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
-use regex::{Regex, RegexSet, RegexSetBuilder};
+use std::sync::OnceLock;
+
+use regex::bytes::RegexSet;
+
+use pattern::{Pattern, pattern_set};
 
 use crate::scan::Prefilter;
 use spec::{ClassSpec, RuleSpec, TaxonomySpec};
@@ -115,32 +120,40 @@ pub struct RuleFile {
     pub text: String,
 }
 
-/// Line patterns of all rules, each compiled once however many rules share it.
+/// Line patterns of all rules, each validated at load and compiled once, at first use, however
+/// many rules share it.
 #[derive(Debug, Default, Clone)]
 pub struct PatternTable {
     sources: Vec<String>,
-    regexes: Vec<Regex>,
+    compiled: Vec<OnceLock<Option<Pattern>>>,
     index: HashMap<String, usize>,
 }
 
 impl PatternTable {
-    /// The id of `pattern`, compiling it the first time it is seen.
+    /// The id of `pattern`, validating it the first time it is seen.
     pub fn intern(&mut self, pattern: &str) -> Result<usize, String> {
         if let Some(&id) = self.index.get(pattern) {
             return Ok(id);
         }
-        let regex = Regex::new(&crate::scan::ascii_word_boundaries(pattern))
-            .map_err(|e| format!("invalid regex: {e}"))?;
+        Pattern::validate(pattern).map_err(|e| format!("invalid regex: {e}"))?;
         let id = self.sources.len();
         self.sources.push(pattern.to_owned());
-        self.regexes.push(regex);
+        self.compiled.push(OnceLock::new());
         self.index.insert(pattern.to_owned(), id);
         Ok(id)
     }
 
-    /// The compiled pattern.
-    pub fn regex(&self, id: usize) -> &Regex {
-        &self.regexes[id]
+    /// The compiled pattern (`None` only if a validated pattern exceeds the size limit).
+    pub fn pattern(&self, id: usize) -> Option<&Pattern> {
+        self.compiled[id]
+            .get_or_init(|| match Pattern::new(&self.sources[id]) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::error!(pattern = %self.sources[id], error = %e, "a validated rule pattern does not compile");
+                    None
+                }
+            })
+            .as_ref()
     }
 
     /// The pattern as written.
@@ -159,6 +172,16 @@ impl PatternTable {
     }
 }
 
+/// The automata built from all rules together: the raw-bytes prefilter (with the parser's
+/// triggers) and the set of every line pattern. Built once, at first analysis.
+#[derive(Debug, Clone)]
+pub struct Automata {
+    /// Finds candidate lines.
+    pub prefilter: Prefilter,
+    /// Every line pattern, one pass per candidate line.
+    pub set: RegexSet,
+}
+
 /// A compiled rule base.
 #[derive(Debug, Clone)]
 pub struct RuleSet {
@@ -166,8 +189,7 @@ pub struct RuleSet {
     taxonomy_file: RuleFile,
     files: Vec<RuleFile>,
     patterns: PatternTable,
-    set: RegexSet,
-    prefilter: Prefilter,
+    automata: OnceLock<Result<Automata, LoadError>>,
     classes: Vec<ClassSpec>,
     origin: String,
 }
@@ -287,26 +309,12 @@ impl RuleSet {
         if !errors.is_empty() {
             return Err(LoadErrors(errors));
         }
-        let set = RegexSetBuilder::new(
-            patterns
-                .sources
-                .iter()
-                .map(|p| crate::scan::ascii_word_boundaries(p)),
-        )
-        .size_limit(256 << 20)
-        .dfa_size_limit(64 << 20)
-        .build()
-        .map_err(|e| LoadError::Combined(e.to_string()))?;
-        let mut prefilter_patterns: Vec<&str> = crate::parse::trigger_patterns().collect();
-        prefilter_patterns.extend(patterns.sources.iter().map(String::as_str));
-        let prefilter = Prefilter::new(prefilter_patterns).map_err(|e| LoadError::Combined(e.to_string()))?;
         Ok(Self {
             rules,
             taxonomy_file: taxonomy.clone(),
             files: files.to_vec(),
             patterns,
-            set,
-            prefilter,
+            automata: OnceLock::new(),
             classes,
             origin: origin.to_owned(),
         })
@@ -353,14 +361,27 @@ impl RuleSet {
         &self.patterns
     }
 
-    /// All line patterns as one set, for one pass per line.
-    pub fn pattern_set(&self) -> &RegexSet {
-        &self.set
-    }
-
-    /// The prefilter for parsing and matching together.
-    pub fn prefilter(&self) -> &Prefilter {
-        &self.prefilter
+    /// The prefilter and the pattern set, built on first use; an error only when the rule base
+    /// as a whole exceeds the automaton size limit.
+    pub fn automata(&self) -> Result<&Automata, &LoadError> {
+        self.automata
+            .get_or_init(|| {
+                let set = pattern_set(self.patterns.sources.iter().map(String::as_str))
+                    .map_err(|e| LoadError::Combined(e.to_string()))?;
+                let mut prefilter_patterns: Vec<&str> = crate::parse::trigger_patterns().collect();
+                // Rule patterns are ASCII-classed (see `pattern`); so are their relaxed forms.
+                let ascii: Vec<String> = self
+                    .patterns
+                    .sources
+                    .iter()
+                    .map(|p| format!("(?-u:{p})"))
+                    .collect();
+                prefilter_patterns.extend(ascii.iter().map(String::as_str));
+                let prefilter =
+                    Prefilter::new(prefilter_patterns).map_err(|e| LoadError::Combined(e.to_string()))?;
+                Ok(Automata { prefilter, set })
+            })
+            .as_ref()
     }
 
     /// The taxonomy.

@@ -83,9 +83,10 @@ pub struct MatchSpec {
     /// A CUDA runtime / driver error whose name or message matches this regex.
     #[serde(default)]
     pub cuda_error: Option<String>,
-    /// A cuBLAS status (without `CUBLAS_STATUS_`) matching this regex.
+    /// A cuBLAS status (without `CUBLAS_STATUS_`) matching this regex, or a table with regexes on
+    /// `status`, `call` (`cublasGemmEx`) and `dtypes` (the CUDA data types, comma-joined).
     #[serde(default)]
-    pub cublas: Option<String>,
+    pub cublas: Option<CublasSpec>,
     /// A cuDNN status or message matching this regex.
     #[serde(default)]
     pub cudnn: Option<String>,
@@ -108,6 +109,28 @@ pub struct MatchSpec {
     /// The versions named in `versions` must be printed in the log.
     #[serde(default)]
     pub require_versions: bool,
+}
+
+/// Condition on a cuBLAS event.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum CublasSpec {
+    /// A regex on the status.
+    Status(String),
+    /// Regexes on several fields.
+    Fields(CublasFields),
+}
+
+/// Regexes on a cuBLAS event's fields.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CublasFields {
+    /// Status without `CUBLAS_STATUS_`.
+    pub status: Option<String>,
+    /// The cuBLAS function.
+    pub call: Option<String>,
+    /// The data types, comma-joined (`CUDA_R_16BF, CUDA_R_32F`).
+    pub dtypes: Option<String>,
 }
 
 /// Condition on a traceback frame.

@@ -1,0 +1,88 @@
+//! How rule patterns are compiled: byte-wise, with ASCII classes (`\w`, `\d`, `\s`, `\b` and case
+//! folding are ASCII; `.` is any byte but `\n`; a literal non-ASCII character matches its UTF-8
+//! bytes). Log keywords are ASCII, so this means what authors intend, and it keeps rules cheap:
+//! a Unicode `\w` makes a regex 30 times costlier to compile, and a Unicode `\b` forces the slow
+//! engine on any line with a non-ASCII byte.
+
+use regex::bytes::{Captures, Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+
+/// Largest compiled automaton accepted (a whole rule base as one set stays well under it).
+const SIZE_LIMIT: usize = 512 << 20;
+
+/// A compiled rule pattern.
+#[derive(Debug, Clone)]
+pub struct Pattern(Regex);
+
+impl Pattern {
+    /// Compiles `pattern`.
+    pub fn new(pattern: &str) -> Result<Self, regex::Error> {
+        RegexBuilder::new(pattern)
+            .unicode(false)
+            .size_limit(SIZE_LIMIT)
+            .build()
+            .map(Self)
+    }
+
+    /// Checks the syntax without building the automaton (what loading a rule does).
+    pub fn validate(pattern: &str) -> Result<(), String> {
+        regex_syntax::ParserBuilder::new()
+            .unicode(false)
+            .utf8(false)
+            .build()
+            .parse(pattern)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether it matches somewhere in `text`.
+    pub fn is_match(&self, text: &str) -> bool {
+        self.0.is_match(text.as_bytes())
+    }
+
+    /// The first match's groups.
+    pub fn captures<'t>(&self, text: &'t str) -> Option<Captures<'t>> {
+        self.0.captures(text.as_bytes())
+    }
+
+    /// The underlying regex.
+    pub fn regex(&self) -> &Regex {
+        &self.0
+    }
+}
+
+/// Compiles many patterns into one set (one pass per line).
+pub fn pattern_set<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<RegexSet, regex::Error> {
+    RegexSetBuilder::new(patterns)
+        .unicode(false)
+        .size_limit(SIZE_LIMIT)
+        .dfa_size_limit(64 << 20)
+        .build()
+}
+
+/// A capture group's text (lossy where a match split a character).
+pub fn group_text(c: &Captures<'_>, name: &str) -> Option<String> {
+    c.name(name)
+        .map(|m| String::from_utf8_lossy(m.as_bytes()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_ascii_and_literals_match_their_bytes() {
+        let p = Pattern::new(r"│ (?P<f>\S+) in \w+").unwrap_or_else(|e| panic!("{e}"));
+        assert!(p.is_match("│ /a/b.py in forward"));
+        let c = p.captures("│ /chemin/é.py in f");
+        assert_eq!(
+            c.and_then(|c| group_text(&c, "f")).as_deref(),
+            Some("/chemin/é.py")
+        );
+        assert!(Pattern::new("(?i)cuda OUT of memory").is_ok_and(|p| p.is_match("Cuda out OF MEMORY")));
+        assert!(Pattern::validate("a(").is_err());
+        assert!(
+            Pattern::validate(r"\p{Greek}").is_err(),
+            "Unicode classes are not rule syntax"
+        );
+    }
+}
