@@ -1,6 +1,7 @@
 //! Writes a deterministic noisy CI log (see `benches/support/noisy_log.rs`).
 //!
-//! `cargo run --release --example gen_noisy_log -- OUT_PATH SIZE_MB [SEED]`
+//! `cargo run --release --example gen_noisy_log -- OUT_PATH SIZE_MB [SEED]`, or
+//! `… -- --traceback OUT_PATH` for the single ~4 KB CUDA traceback of the benchmarks.
 
 #[path = "../benches/support/noisy_log.rs"]
 mod noisy_log;
@@ -10,6 +11,17 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, path] = &args[..]
+        && flag == "--traceback"
+    {
+        return match std::fs::write(path, noisy_log::cuda_assert_traceback(42)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cannot write {path}: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let (Some(path), Some(Ok(size_mb))) = (args.first(), args.get(1).map(|s| s.parse::<usize>())) else {
         eprintln!("usage: gen_noisy_log OUT_PATH SIZE_MB [SEED]");
         return ExitCode::from(2);

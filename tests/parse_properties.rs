@@ -1,5 +1,5 @@
-//! Properties of the parser on random and mutated logs: it never panics, its events point inside
-//! the log, and the prefilter never changes the result.
+//! Properties of the parser and the analysis on random and mutated logs: they never panic, events
+//! point inside the log, and the prefilter never changes the events or the diagnosis.
 
 use faultline::parse::{Parsed, Parser, parse_bytes};
 use faultline::scan::{Prefilter, scan};
@@ -59,6 +59,11 @@ fn check_invariants(parsed: &Parsed) {
     }
 }
 
+fn rules() -> &'static faultline::rules::RuleSet {
+    static RULES: std::sync::OnceLock<faultline::rules::RuleSet> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| faultline::rules::RuleSet::embedded().unwrap_or_else(|e| panic!("{e}")))
+}
+
 fn parse_without_prefilter(bytes: &[u8]) -> Parsed {
     let mut parser = Parser::new();
     let stats = scan(bytes, &Prefilter::every_line(), &mut parser).unwrap_or_default();
@@ -105,6 +110,14 @@ proptest! {
         let parsed = parse_bytes(&log);
         check_invariants(&parsed);
         prop_assert_eq!(parsed.lines, expected_line_count(&log));
+    }
+
+    #[test]
+    fn the_prefilter_never_changes_the_diagnosis(log in mutated_log()) {
+        let rules = rules();
+        let fast = faultline::diagnose::analyze_bytes(rules, &log).diagnosis;
+        let slow = faultline::diagnose::analyze_every_line(rules, &log).diagnosis;
+        prop_assert_eq!(fast, slow);
     }
 
     #[test]

@@ -12,6 +12,12 @@ pub(super) async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
 }
 
+/// A connectivity check for CI jobs: reads the body, answers its size (the baseline of the load
+/// benchmark: everything a request costs except the analysis).
+pub(super) async fn ping(super::extract::RawBody(body): super::extract::RawBody) -> Json<Value> {
+    Json(json!({ "bytes": body.len() }))
+}
+
 pub(super) async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     state
         .store

@@ -88,6 +88,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/rules/backtest", post(rules::backtest))
         .route("/api/v1/rules/{id}", get(rules::get_one))
         .route("/api/v1/openapi.json", get(openapi::document))
+        .route("/api/v1/ping", post(health::ping))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
     let ops = Router::new()
         .route("/healthz", get(health::healthz))

@@ -95,6 +95,11 @@ pub fn spec() -> Value {
                 } },
                 "responses": { "200": ok("BacktestReport"), "400": error, "422": error }
             } },
+            "/api/v1/ping": { "post": {
+                "summary": "Connectivity check: answers the size of the body it was sent",
+                "requestBody": { "content": { "text/plain": { "schema": { "type": "string" } } } },
+                "responses": { "200": { "description": "OK", "content": { "application/json": { "schema": { "type": "object", "properties": { "bytes": { "type": "integer" } } } } } }, "413": error }
+            } },
             "/api/v1/openapi.json": { "get": { "summary": "This document", "responses": { "200": { "description": "OK" } } } },
             "/healthz": { "get": { "summary": "The process answers", "responses": { "200": { "description": "OK" } } } },
             "/readyz": { "get": { "summary": "The database answers", "responses": { "200": { "description": "OK" }, "503": error } } },

@@ -129,6 +129,17 @@ impl Answer {
 }
 
 pub fn call(url: &str, method: &str, content_type: Option<&str>, body: &[u8], token: Option<&str>) -> Answer {
+    try_call(url, method, content_type, body, token).unwrap_or_else(|e| panic!("{method} {url}: {e}"))
+}
+
+/// A request whose transport failure is an `Err` (a server killed mid-request).
+pub fn try_call(
+    url: &str,
+    method: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+    token: Option<&str>,
+) -> Result<Answer, ureq::Error> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -141,9 +152,7 @@ pub fn call(url: &str, method: &str, content_type: Option<&str>, body: &[u8], to
         builder = builder.header("authorization", format!("Bearer {t}"));
     }
     let request = builder.body(body.to_vec()).unwrap_or_else(|e| panic!("{e}"));
-    let mut response = agent
-        .run(request)
-        .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let mut response = agent.run(request)?;
     let headers = response
         .headers()
         .iter()
@@ -154,11 +163,10 @@ pub fn call(url: &str, method: &str, content_type: Option<&str>, body: &[u8], to
         .body_mut()
         .with_config()
         .limit(64 << 20)
-        .read_to_string()
-        .unwrap_or_default();
-    Answer {
+        .read_to_string()?;
+    Ok(Answer {
         status,
         headers,
         body,
-    }
+    })
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Load benchmark of the HTTP service on loopback (wrk), each figure beside the trivial POST route
+# of the same server in the same run. Needs wrk (apt-get install wrk). Bounded: ~1 minute.
+#   benches/load/run.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECS=${1:-10}
+PORT=${PORT:-18181}
+DIR=$(mktemp -d)
+trap 'kill "$SERVER" 2>/dev/null || true; rm -rf "$DIR"' EXIT
+
+cargo build --release -q
+BIN=target/release/faultline
+DB="sqlite://$DIR/load.db"
+TOKEN=$($BIN token create --name load --database "$DB" 2>/dev/null)
+FAULTLINE_LOG=warn $BIN serve --database "$DB" --bind "127.0.0.1:$PORT" --rate-limit 0 >/dev/null &
+SERVER=$!
+sleep 1
+
+export FAULTLINE_BENCH_BODY="$DIR/body.log" FAULTLINE_BENCH_TOKEN="$TOKEN"
+# A 4 KB real-looking CUDA traceback (the benchmark generator's).
+cargo run --release -q --example gen_noisy_log -- --traceback "$FAULTLINE_BENCH_BODY"
+wc -c "$FAULTLINE_BENCH_BODY"
+
+run() { # name path lua-variant
+    echo "== $1"
+    VARY=$3 wrk -t2 -c32 -d"${SECS}s" --latency -s benches/load/post.lua "http://127.0.0.1:$PORT$2" \
+        | grep -E 'Requests/sec|^ +(50|99)%|Non-2xx|Socket errors'
+}
+run "trivial POST (/api/v1/ping), 4 KB body" /api/v1/ping same
+run "analyze, store=false, 4 KB traceback" "/api/v1/analyze?store=false" same
+run "analyze and store (commit before 2xx), the same log each time" /api/v1/analyze same
+run "analyze and store, a different log each time" /api/v1/analyze vary
+echo "== incidents stored"
+curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^faultline_incidents_stored_total'

@@ -1,0 +1,138 @@
+//! Nothing acknowledged is lost: clients submit incidents while the server is killed with SIGKILL;
+//! after a restart on the same database, every incident that got a 2xx is there.
+
+#[path = "api/server.rs"]
+mod server;
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use server::{call, try_call};
+
+const LOG: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.23 GiB is free.\n";
+
+fn faultline() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_faultline"));
+    c.env_remove("FAULTLINE_RULES").env("FAULTLINE_LOG", "warn");
+    c
+}
+
+/// Starts `faultline serve` on a free port; returns the child and its base URL.
+fn start(database: &str) -> (Child, String) {
+    let mut child = faultline()
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--rate-limit",
+            "0",
+            "--database",
+            database,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start the server: {e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+        .to_owned();
+    (child, base)
+}
+
+fn acknowledged_incidents_survive_a_kill(database: &str) {
+    let token = faultline()
+        .args(["token", "create", "--name", "crash", "--database", database])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        token.status.success(),
+        "{}",
+        String::from_utf8_lossy(&token.stderr)
+    );
+    let token = String::from_utf8_lossy(&token.stdout).trim().to_owned();
+
+    let (mut child, base) = start(database);
+    let acked: Arc<Mutex<Vec<(i64, String)>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|t| {
+            let (acked, stop, base, token) = (acked.clone(), stop.clone(), base.clone(), token.clone());
+            std::thread::spawn(move || {
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let commit = format!("c{t}-{i}");
+                    let body = serde_json::json!({ "log": LOG, "commit": commit }).to_string();
+                    let url = format!("{base}/api/v1/analyze");
+                    // A request cut by the kill is not acknowledged: it may or may not be stored.
+                    let answer = try_call(
+                        &url,
+                        "POST",
+                        Some("application/json"),
+                        body.as_bytes(),
+                        Some(&token),
+                    );
+                    match answer {
+                        Ok(a) if (200..300).contains(&a.status) => {
+                            let id = a.json()["incident_id"].as_i64().unwrap_or_default();
+                            acked.lock().unwrap_or_else(|e| e.into_inner()).push((id, commit));
+                        }
+                        _ => break,
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    child
+        .kill()
+        .unwrap_or_else(|e| panic!("cannot kill the server: {e}"));
+    let _ = child.wait();
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        let _ = c.join();
+    }
+    let acked = acked.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(
+        acked.len() > 20,
+        "too few requests before the kill: {}",
+        acked.len()
+    );
+
+    let (mut child, base) = start(database);
+    for (id, commit) in &acked {
+        let answer = call(&format!("{base}/api/v1/incidents/{id}"), "GET", None, b"", None);
+        assert_eq!(answer.status, 200, "acknowledged incident {id} is lost");
+        assert_eq!(answer.json()["commit"], commit.as_str());
+    }
+    eprintln!("{} acknowledged incidents survived SIGKILL", acked.len());
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn acknowledged_incidents_survive_a_kill_on_sqlite() {
+    let db = support::TempDb::new("crash");
+    acknowledged_incidents_survive_a_kill(&db.url());
+}
+
+#[test]
+fn acknowledged_incidents_survive_a_kill_on_postgres() {
+    let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let Some(url) = runtime.block_on(support::postgres_database("crash")) else {
+        return;
+    };
+    acknowledged_incidents_survive_a_kill(&url);
+}
