@@ -51,8 +51,9 @@ pub struct LineMeta {
 /// sequences, control bytes, orphaned SGR codes such as `[0m`). For such lines the normalized text
 /// may not be a substring of the raw line, so a raw-bytes prefilter must not skip them.
 pub fn needs_full_normalization(raw: &[u8]) -> bool {
-    raw.iter()
-        .any(|&b| (b < 0x20 && b != b'\t' && b != b'\r') || b == 0x7f)
+    raw.iter().any(|&b| (b < 0x20 && b != b'\t' && b != b'\r') || b == 0x7f)
+        // C1 control characters (U+0080 to U+009F) are removed too.
+        || raw.windows(2).any(|w| w[0] == 0xC2 && (0x80..=0x9F).contains(&w[1]))
         || ansi::has_orphan_sgr(raw)
 }
 

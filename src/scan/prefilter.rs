@@ -13,7 +13,8 @@ use regex::bytes::{Regex, RegexBuilder};
 use regex_syntax::ast::{self, Ast, GroupKind};
 
 /// Lines that must always be normalized in full: escape and control bytes, orphaned SGR codes.
-const NEEDS_NORMALIZATION: &str = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\[[0-9;]{1,12}[mK]";
+const NEEDS_NORMALIZATION: &str =
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|(?-u:\xC2[\x80-\x9F])|\[[0-9;]{1,12}[mK]";
 
 /// Finds candidate lines in raw bytes.
 #[derive(Debug, Clone)]

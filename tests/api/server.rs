@@ -1,3 +1,4 @@
+#![allow(dead_code)]
 //! An in-process server on a loopback port, and a small blocking HTTP client for the tests.
 
 use std::net::SocketAddr;
