@@ -12,6 +12,7 @@ use crate::config::{Config, redact_url};
 use crate::kb::writer::Writer;
 use crate::kb::{Store, StoreOptions};
 use crate::rules::RuleSet;
+use crate::web;
 
 /// The store options a configuration asks for.
 pub fn store_options(config: &Config) -> StoreOptions {
@@ -41,9 +42,9 @@ impl App {
         })
     }
 
-    /// All routes.
+    /// All routes: the API, the operational endpoints and the web pages.
     pub fn router(&self) -> Router {
-        api::router(self.state.clone())
+        router(self.state.clone())
     }
 
     /// Serves on `listener` until `shutdown` resolves, then drains the writer and closes the store.
@@ -65,6 +66,14 @@ impl App {
         store.close().await;
         Ok(())
     }
+}
+
+/// All routes over `state`, with the server-wide layers and the security headers.
+pub fn router(state: AppState) -> Router {
+    let routes = api::routes(state.clone())
+        .merge(web::router(state.clone()))
+        .fallback(web::not_found);
+    api::with_layers(routes, state).layer(axum::middleware::from_fn(web::security_headers))
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

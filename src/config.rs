@@ -21,6 +21,9 @@ pub struct Config {
     pub rules: Option<PathBuf>,
     /// Reads need a token too (writes always do).
     pub require_token_for_reads: bool,
+    /// The web pages need a sign-in with an API token (kept in an HttpOnly cookie); by default
+    /// anyone who reaches the server can paste a log, rate-limited and CSRF-protected.
+    pub web_requires_token: bool,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
     /// A request taking longer than this is answered 503.
@@ -45,6 +48,7 @@ impl Default for Config {
             database: "sqlite://faultline.db".to_owned(),
             rules: None,
             require_token_for_reads: false,
+            web_requires_token: false,
             max_body_bytes: 16 << 20,
             request_timeout_secs: 30,
             rate_limit_per_minute: 600,
@@ -63,6 +67,7 @@ impl std::fmt::Debug for Config {
             .field("database", &redact_url(&self.database))
             .field("rules", &self.rules)
             .field("require_token_for_reads", &self.require_token_for_reads)
+            .field("web_requires_token", &self.web_requires_token)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("request_timeout_secs", &self.request_timeout_secs)
             .field("rate_limit_per_minute", &self.rate_limit_per_minute)
@@ -165,6 +170,9 @@ impl Config {
         }
         if let Some(v) = get("FAULTLINE_REQUIRE_TOKEN_FOR_READS") {
             self.require_token_for_reads = parse("FAULTLINE_REQUIRE_TOKEN_FOR_READS", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_WEB_REQUIRES_TOKEN") {
+            self.web_requires_token = parse("FAULTLINE_WEB_REQUIRES_TOKEN", v)?;
         }
         if let Some(v) = get("FAULTLINE_MAX_BODY_BYTES") {
             self.max_body_bytes = parse("FAULTLINE_MAX_BODY_BYTES", v)?;

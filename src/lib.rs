@@ -18,3 +18,4 @@ pub mod output;
 pub mod parse;
 pub mod rules;
 pub mod scan;
+pub mod web;

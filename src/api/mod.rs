@@ -4,7 +4,7 @@
 //! shape of [`ApiError`]. Middleware, outermost first: request metrics, timeout, authentication and
 //! rate limit.
 
-mod analyze;
+pub mod analyze;
 mod auth;
 pub mod error;
 mod extract;
@@ -13,7 +13,7 @@ mod health;
 mod incidents;
 pub mod limit;
 mod openapi;
-mod rules;
+pub mod rules;
 
 pub use analyze::AnalyzeResponse;
 pub use auth::Caller;
@@ -73,8 +73,8 @@ impl AppState {
     }
 }
 
-/// The API routes with their middleware.
-pub fn router(state: AppState) -> Router {
+/// The API and operational routes, without the server-wide layers ([`with_layers`] adds them).
+pub fn routes(state: AppState) -> Router<AppState> {
     let api = Router::new()
         .route("/api/v1/analyze", post(analyze::analyze))
         .route("/api/v1/incidents", get(incidents::list))
@@ -89,15 +89,24 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/rules/{id}", get(rules::get_one))
         .route("/api/v1/openapi.json", get(openapi::document))
         .route("/api/v1/ping", post(health::ping))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
+        .route_layer(middleware::from_fn_with_state(state, auth::authenticate));
     let ops = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics));
+    api.merge(ops)
+}
+
+/// The API alone with the server-wide layers (the web pages are added by `app`).
+pub fn router(state: AppState) -> Router {
+    with_layers(routes(state.clone()).fallback(not_found), state)
+}
+
+/// Body limit, timeout and request metrics around `routes`.
+pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
-    api.merge(ops)
-        .fallback(not_found)
+    routes
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(

@@ -246,17 +246,23 @@ pub(super) async fn backtest(
         String::from_utf8(body.to_vec())
             .map_err(|_| ApiError::BadRequest("the rule is not UTF-8 text".into()))?
     };
+    Ok(Json(
+        backtest_candidate(&state, &text, q.limit.unwrap_or(500)).await?,
+    ))
+}
+
+/// Runs a candidate rule (the text of its file) over the latest `limit` stored incidents.
+pub async fn backtest_candidate(state: &AppState, text: &str, limit: i64) -> ApiResult<BacktestReport> {
     let candidate = state
         .rules
-        .with_candidate(&text)
+        .with_candidate(text)
         .map_err(|e| ApiError::Unprocessable(e.to_string().trim_end().to_owned()))?;
     let id = candidate.rules().last().map(|r| r.id.clone()).unwrap_or_default();
-    let logs = state.store.recent_logs(q.limit.unwrap_or(500)).await?;
+    let logs = state.store.recent_logs(limit).await?;
     let candidate = Arc::new(candidate);
-    let report = tokio::task::spawn_blocking(move || run_backtest(&candidate, &id, &logs))
+    tokio::task::spawn_blocking(move || run_backtest(&candidate, &id, &logs))
         .await
-        .map_err(|e| ApiError::Internal(format!("backtest failed: {e}")))?;
-    Ok(Json(report))
+        .map_err(|e| ApiError::Internal(format!("backtest failed: {e}")))
 }
 
 fn run_backtest(rules: &RuleSet, id: &str, logs: &[(i64, Option<String>, String)]) -> BacktestReport {

@@ -43,6 +43,9 @@ pub struct ServeArgs {
     /// Reads need a token too.
     #[arg(long)]
     require_token_for_reads: bool,
+    /// The web pages need a sign-in with an API token.
+    #[arg(long)]
+    web_requires_token: bool,
     /// Requests per minute per client; 0 turns the limit off.
     #[arg(long, value_name = "N")]
     rate_limit: Option<u32>,
@@ -100,6 +103,9 @@ pub(super) fn serve(args: &ServeArgs, out: &mut impl Write) -> anyhow::Result<u8
     }
     if args.require_token_for_reads {
         config.require_token_for_reads = true;
+    }
+    if args.web_requires_token {
+        config.web_requires_token = true;
     }
     if let Some(n) = args.rate_limit {
         config.rate_limit_per_minute = n;

@@ -346,6 +346,14 @@ impl RuleSet {
         )
     }
 
+    /// The text of a rule's file.
+    pub fn file_text(&self, id: &str) -> Option<&str> {
+        self.files
+            .iter()
+            .find(|f| id_from_path(&f.relative) == id)
+            .map(|f| f.text.as_str())
+    }
+
     /// The rules, in load order.
     pub fn rules(&self) -> &[Rule] {
         &self.rules

@@ -1,5 +1,7 @@
-//! Shared test helpers: temporary SQLite files, throwaway PostgreSQL databases.
+//! Shared test helpers: temporary SQLite files, throwaway PostgreSQL databases, a WebDriver client.
 #![allow(dead_code)]
+
+pub mod webdriver;
 
 use std::path::PathBuf;
 

@@ -1,0 +1,237 @@
+//! The pages' forms: analyze a pasted or uploaded log, feedback, notes, rule backtests, sign-in.
+//! Every form is checked against the CSRF cookie before anything is done.
+
+use axum::Form;
+use axum::extract::{Extension, Multipart, Path, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::pages::{BacktestPage, SignIn, VERSION};
+use super::session::{SESSION_COOKIE, csrf_ok, set_cookie};
+use super::{Csrf, Visitor, WebError};
+use crate::api::analyze::analyze_and_store;
+use crate::api::rules::backtest_candidate;
+use crate::api::{ApiError, AppState};
+use crate::kb::queries::FeedbackInput;
+use crate::kb::rows::Verdict;
+use crate::kb::writer::IncidentMeta;
+
+fn check_csrf(headers: &HeaderMap, token: &str) -> Result<(), WebError> {
+    if csrf_ok(headers, token) {
+        Ok(())
+    } else {
+        Err(WebError(ApiError::BadRequest(
+            "This form has expired or did not come from this site. Reload the page and submit it again."
+                .into(),
+        )))
+    }
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError, limit: usize) -> WebError {
+    if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        WebError(ApiError::TooLarge { limit })
+    } else {
+        WebError(ApiError::BadRequest(format!(
+            "The form could not be read: {}",
+            e.body_text()
+        )))
+    }
+}
+
+pub(super) async fn analyze(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    mut form: Multipart,
+) -> Result<Response, WebError> {
+    let limit = state.config.max_body_bytes;
+    let (mut csrf, mut pasted, mut uploaded, mut project) = (String::new(), String::new(), Vec::new(), None);
+    while let Some(field) = form.next_field().await.map_err(|e| multipart_error(e, limit))? {
+        let name = field.name().unwrap_or_default().to_owned();
+        let bytes = field.bytes().await.map_err(|e| multipart_error(e, limit))?;
+        match name.as_str() {
+            "csrf" => csrf = String::from_utf8_lossy(&bytes).into_owned(),
+            "log" => pasted = String::from_utf8_lossy(&bytes).into_owned(),
+            "file" => uploaded = bytes.to_vec(),
+            "project" => project = Some(String::from_utf8_lossy(&bytes).trim().to_owned()),
+            _ => {}
+        }
+    }
+    check_csrf(&headers, &csrf)?;
+    let log = if uploaded.is_empty() {
+        pasted
+    } else {
+        String::from_utf8_lossy(&uploaded).into_owned()
+    };
+    if log.trim().is_empty() {
+        return Err(WebError(ApiError::Unprocessable(
+            "The log is empty: paste a traceback or choose a file.".into(),
+        )));
+    }
+    let meta = IncidentMeta {
+        project: project.filter(|p| !p.is_empty()),
+        source: Some("web".to_owned()),
+        ..IncidentMeta::default()
+    }
+    .validated()?;
+    let outcome = analyze_and_store(&state, log, meta, true).await?;
+    let id = outcome.incident_id.unwrap_or_default();
+    Ok(Redirect::to(&format!("/incidents/{id}")).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct FeedbackForm {
+    csrf: String,
+    #[serde(default)]
+    verdict: Option<String>,
+    #[serde(default)]
+    fix_worked: Option<String>,
+    #[serde(default)]
+    comment: Option<String>,
+}
+
+pub(super) async fn feedback(
+    State(state): State<AppState>,
+    Extension(visitor): Extension<Visitor>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+    Form(form): Form<FeedbackForm>,
+) -> Result<Response, WebError> {
+    check_csrf(&headers, &form.csrf)?;
+    let id: i64 = raw
+        .parse()
+        .map_err(|_| WebError(ApiError::NotFound(format!("There is no incident {raw}."))))?;
+    let input = FeedbackInput {
+        rule: None,
+        verdict: match form.verdict.as_deref() {
+            Some("right") => Some(Verdict::Right),
+            Some("wrong") => Some(Verdict::Wrong),
+            _ => None,
+        },
+        fix_worked: match form.fix_worked.as_deref() {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            _ => None,
+        },
+        comment: form.comment.filter(|c| !c.trim().is_empty()),
+    };
+    state.store.add_feedback(id, &input, visitor.name()).await?;
+    Ok(Redirect::to(&format!("/incidents/{id}?feedback=saved#feedback-h")).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct NoteForm {
+    csrf: String,
+    body: String,
+}
+
+pub(super) async fn note(
+    State(state): State<AppState>,
+    Extension(visitor): Extension<Visitor>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+    Form(form): Form<NoteForm>,
+) -> Result<Response, WebError> {
+    check_csrf(&headers, &form.csrf)?;
+    let id: i64 = raw
+        .parse()
+        .map_err(|_| WebError(ApiError::NotFound(format!("There is no group {raw}."))))?;
+    state.store.add_note(id, &form.body, visitor.name()).await?;
+    Ok(Redirect::to(&format!("/groups/{id}#notes-h")).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct BacktestForm {
+    csrf: String,
+    rule: String,
+}
+
+pub(super) async fn backtest(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<BacktestForm>,
+) -> Result<BacktestPage, WebError> {
+    check_csrf(&headers, &form.csrf)?;
+    let page = match backtest_candidate(&state, &form.rule, 500).await {
+        Ok(report) => BacktestPage {
+            version: VERSION,
+            problem: None,
+            rule: report.rule,
+            scanned: report.scanned,
+            takes: report.takes_primary,
+            matched: report
+                .matched
+                .into_iter()
+                .map(|m| {
+                    (
+                        m.incident_id,
+                        m.primary_before.unwrap_or_else(|| "–".into()),
+                        m.primary_after.unwrap_or_else(|| "–".into()),
+                        format!("{:?}", m.confidence).to_lowercase(),
+                    )
+                })
+                .collect(),
+        },
+        Err(ApiError::Unprocessable(problem)) => BacktestPage {
+            version: VERSION,
+            problem: Some(problem),
+            rule: String::new(),
+            scanned: 0,
+            takes: 0,
+            matched: Vec::new(),
+        },
+        Err(other) => return Err(WebError(other)),
+    };
+    Ok(page)
+}
+
+pub(super) async fn signin_page(Extension(csrf): Extension<Csrf>) -> SignIn {
+    SignIn {
+        version: VERSION,
+        csrf: csrf.0,
+        problem: None,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct SignInForm {
+    csrf: String,
+    token: String,
+}
+
+pub(super) async fn signin(
+    State(state): State<AppState>,
+    Extension(csrf): Extension<Csrf>,
+    headers: HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> Result<Response, WebError> {
+    check_csrf(&headers, &form.csrf)?;
+    let token = form.token.trim();
+    if state.store.verify_token(token).await?.is_none() {
+        let page = SignIn {
+            version: VERSION,
+            csrf: csrf.0,
+            problem: Some("This token is not valid.".into()),
+        };
+        return Ok((axum::http::StatusCode::UNAUTHORIZED, page).into_response());
+    }
+    let mut response = Redirect::to("/").into_response();
+    if let Some(cookie) = set_cookie(SESSION_COOKIE, token, true, Some(30 * 86_400)) {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct SignOutForm {
+    csrf: String,
+}
+
+pub(super) async fn signout(headers: HeaderMap, Form(form): Form<SignOutForm>) -> Result<Response, WebError> {
+    check_csrf(&headers, &form.csrf)?;
+    let mut response = Redirect::to("/signin").into_response();
+    if let Some(cookie) = set_cookie(SESSION_COOKIE, "", true, Some(0)) {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    Ok(response)
+}

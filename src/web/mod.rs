@@ -1,0 +1,212 @@
+//! The web pages: paste a traceback and read the diagnosis; browse incidents, groups and rules.
+//!
+//! Server-rendered askama templates (templates/), one stylesheet and one small script served by
+//! the binary, no external resource. Every form carries a CSRF token; every response carries a
+//! Content-Security-Policy that allows only the server's own files. By default anyone who can
+//! reach the server may paste a log (rate-limited per client); `web_requires_token` closes the
+//! pages to people signed in with an API token.
+
+mod browse;
+mod forms;
+pub mod pages;
+pub mod session;
+pub mod views;
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+
+use crate::api::{ApiError, AppState};
+use crate::kb::tokens::TokenOwner;
+use pages::{ErrorPage, VERSION};
+use session::{CSRF_COOKIE, SESSION_COOKIE, cookie, new_token, set_cookie};
+
+/// The policy: only this server's own scripts, styles and forms.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// The CSRF token of this browser (from its cookie, or new).
+#[derive(Debug, Clone)]
+pub struct Csrf(pub String);
+
+/// Who uses the pages: a signed-in token owner, or anonymous.
+#[derive(Debug, Clone)]
+pub struct Visitor(pub Option<TokenOwner>);
+
+impl Visitor {
+    /// Name to sign notes and feedback with.
+    pub fn name(&self) -> Option<&str> {
+        self.0.as_ref().map(|o| o.name.as_str())
+    }
+}
+
+/// The pages and their assets.
+pub fn router(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/", get(browse::home))
+        .route("/analyze", post(forms::analyze))
+        .route("/incidents", get(browse::incidents))
+        .route("/incidents/{id}", get(browse::incident))
+        .route("/incidents/{id}/log", get(browse::raw_log))
+        .route("/incidents/{id}/feedback", post(forms::feedback))
+        .route("/groups", get(browse::groups))
+        .route("/groups/{id}", get(browse::group))
+        .route("/groups/{id}/notes", post(forms::note))
+        .route("/rules", get(browse::rules))
+        .route("/rules/backtest", post(forms::backtest))
+        .route("/rules/{id}", get(browse::rule))
+        .route("/signin", get(forms::signin_page).post(forms::signin))
+        .route("/signout", post(forms::signout))
+        .route_layer(middleware::from_fn_with_state(state.clone(), session_layer))
+        .route(
+            "/static/app.css",
+            get(|| asset("text/css; charset=utf-8", include_str!("../../static/app.css"))),
+        )
+        .route(
+            "/static/app.js",
+            get(|| {
+                asset(
+                    "text/javascript; charset=utf-8",
+                    include_str!("../../static/app.js"),
+                )
+            }),
+        )
+}
+
+async fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// Security headers for every response of the server (the API's JSON too).
+pub async fn security_headers(req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    response
+}
+
+/// CSRF cookie, the sign-in gate, and the per-client rate limit of the pages.
+async fn session_layer(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let existing = cookie(req.headers(), CSRF_COOKIE)
+        .filter(|c| c.len() == 32)
+        .map(str::to_owned);
+    let fresh = existing.is_none();
+    let csrf = existing.unwrap_or_else(new_token);
+    req.extensions_mut().insert(Csrf(csrf.clone()));
+
+    let session = cookie(req.headers(), SESSION_COOKIE).map(str::to_owned);
+    let owner = match session {
+        Some(token) => state.store.verify_token(&token).await.ok().flatten(),
+        None => None,
+    };
+    let path = req.uri().path().to_owned();
+    if state.config.web_requires_token && owner.is_none() && path != "/signin" {
+        return Redirect::to("/signin").into_response();
+    }
+    if req.method() != axum::http::Method::GET {
+        let client = match &owner {
+            Some(o) => format!("token:{}", o.id),
+            None => req
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map_or_else(|| "ip:unknown".to_owned(), |c| format!("ip:{}", c.0.ip())),
+        };
+        if let Err(retry_after_secs) = state.limiter.check(&client, Instant::now()) {
+            state.metrics.limited();
+            return WebError(ApiError::RateLimited { retry_after_secs }).into_response();
+        }
+    }
+    req.extensions_mut().insert(Visitor(owner));
+    let mut response = next.run(req).await;
+    if fresh && let Some(v) = set_cookie(CSRF_COOKIE, &csrf, false, None) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// A failure shown as a page in the site's style, with the right status.
+#[derive(Debug)]
+pub struct WebError(pub ApiError);
+
+impl From<ApiError> for WebError {
+    fn from(e: ApiError) -> Self {
+        Self(e)
+    }
+}
+
+impl From<crate::kb::StoreError> for WebError {
+    fn from(e: crate::kb::StoreError) -> Self {
+        Self(e.into())
+    }
+}
+
+impl IntoResponse for WebError {
+    fn into_response(self) -> Response {
+        let (status, _) = self.0.status_and_code();
+        let heading = match status {
+            StatusCode::NOT_FOUND => "Not found",
+            StatusCode::PAYLOAD_TOO_LARGE => "Too large",
+            StatusCode::TOO_MANY_REQUESTS => "Too many requests",
+            StatusCode::FORBIDDEN => "Forbidden",
+            s if s.is_server_error() => "Something went wrong",
+            _ => "This request cannot be served",
+        };
+        let detail = match &self.0 {
+            ApiError::Internal(cause) => {
+                tracing::error!(%cause, "internal error on a page");
+                "The server failed; the cause is in its log.".to_owned()
+            }
+            ApiError::TooLarge { limit } => format!(
+                "The log is larger than this server accepts ({}). Upload the last part of it: the failure is usually at the end.",
+                human_bytes(*limit)
+            ),
+            other => other.to_string(),
+        };
+        let page = ErrorPage {
+            version: VERSION,
+            status: status.as_u16(),
+            heading: heading.to_owned(),
+            detail,
+        };
+        let body = page.render().unwrap_or_else(|_| "error".to_owned());
+        let mut response = (status, Html(body)).into_response();
+        if let ApiError::RateLimited { retry_after_secs } = self.0
+            && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        response
+    }
+}
+
+/// `16 MiB`.
+pub fn human_bytes(n: usize) -> String {
+    crate::rules::conditions::human_size(n as u64).replace(".00", "")
+}
+
+/// The 404 page for paths no route serves (the API keeps its JSON 404 under /api).
+pub async fn not_found(uri: axum::http::Uri) -> Response {
+    if uri.path().starts_with("/api/") {
+        return ApiError::NotFound(format!("no route {}", uri.path())).into_response();
+    }
+    WebError(ApiError::NotFound(format!("There is no page at {}.", uri.path()))).into_response()
+}

@@ -1,0 +1,331 @@
+//! The askama templates (templates/*.html) and the data each one shows. Every value is escaped by
+//! askama: a log containing `<script>` is shown as text.
+
+use askama::Template;
+use askama_web::WebTemplate;
+
+use super::views::{Chart, FindingView, Segment};
+use crate::api::rules::ExampleView;
+
+/// The version shown in the footer.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A group in a list.
+#[derive(Debug, Clone)]
+pub struct GroupRow {
+    /// Id.
+    pub id: i64,
+    /// Title.
+    pub title: String,
+    /// Class.
+    pub class: String,
+    /// Count.
+    pub count: i64,
+    /// First seen.
+    pub first_seen: String,
+    /// Last seen.
+    pub last_seen: String,
+}
+
+/// An incident in a list.
+#[derive(Debug, Clone)]
+pub struct IncidentRow {
+    /// Id.
+    pub id: i64,
+    /// Title (or "no diagnosis").
+    pub title: String,
+    /// Class.
+    pub class: String,
+    /// Project.
+    pub project: String,
+    /// When.
+    pub when: String,
+}
+
+/// `/`.
+#[derive(Template, WebTemplate)]
+#[template(path = "home.html")]
+pub struct Home {
+    /// Footer.
+    pub version: &'static str,
+    /// Form token.
+    pub csrf: String,
+    /// Upload limit in words.
+    pub max_upload: String,
+    /// Recent groups.
+    pub groups: Vec<GroupRow>,
+}
+
+/// `/signin`.
+#[derive(Template, WebTemplate)]
+#[template(path = "signin.html")]
+pub struct SignIn {
+    /// Footer.
+    pub version: &'static str,
+    /// Form token.
+    pub csrf: String,
+    /// What went wrong with the last attempt.
+    pub problem: Option<String>,
+}
+
+/// An error page.
+#[derive(Template)]
+#[template(path = "error.html")]
+pub struct ErrorPage {
+    /// Footer.
+    pub version: &'static str,
+    /// Status code.
+    pub status: u16,
+    /// Short heading.
+    pub heading: String,
+    /// Explanation.
+    pub detail: String,
+}
+
+/// `/incidents/{id}`.
+#[derive(Template, WebTemplate)]
+#[template(path = "incident.html")]
+pub struct IncidentPage {
+    /// Footer.
+    pub version: &'static str,
+    /// Form token.
+    pub csrf: String,
+    /// Id.
+    pub id: i64,
+    /// Group.
+    pub group_id: Option<i64>,
+    /// Incidents in the group.
+    pub group_count: i64,
+    /// The primary finding.
+    pub primary: Option<FindingView>,
+    /// Other findings.
+    pub others: Vec<FindingView>,
+    /// Captured values.
+    pub values: Vec<(String, String)>,
+    /// Lines in the log.
+    pub lines: u64,
+    /// The log, folded around the evidence.
+    pub segments: Vec<Segment>,
+    /// Feedback was just saved.
+    pub feedback_saved: bool,
+    /// Feedback so far, in words.
+    pub feedback: Vec<String>,
+    /// When.
+    pub created: String,
+    /// Project.
+    pub project: Option<String>,
+    /// Source.
+    pub source: Option<String>,
+    /// Commit.
+    pub commit: Option<String>,
+    /// CI job (http(s) only).
+    pub job_url: Option<String>,
+    /// Versions and GPUs.
+    pub environment: Vec<(String, String)>,
+    /// Fingerprint.
+    pub fingerprint: Option<String>,
+    /// Similar incidents.
+    pub similar: Vec<IncidentRow>,
+}
+
+/// `/incidents`.
+#[derive(Template, WebTemplate)]
+#[template(path = "incidents.html")]
+pub struct IncidentsPage {
+    /// Footer.
+    pub version: &'static str,
+    /// Rows.
+    pub rows: Vec<IncidentRow>,
+    /// Classes for the filter.
+    pub classes: Vec<String>,
+    /// Current filters.
+    pub q: String,
+    /// Class filter.
+    pub class: String,
+    /// Project filter.
+    pub project: String,
+    /// Since filter (days, or empty).
+    pub since: String,
+    /// Since choices.
+    pub since_options: Vec<(String, String)>,
+    /// Link to the next page.
+    pub next_page: Option<String>,
+}
+
+/// `/groups`.
+#[derive(Template, WebTemplate)]
+#[template(path = "groups.html")]
+pub struct GroupsPage {
+    /// Footer.
+    pub version: &'static str,
+    /// Rows.
+    pub groups: Vec<GroupRow>,
+    /// Classes for the filter.
+    pub classes: Vec<String>,
+    /// Search.
+    pub q: String,
+    /// Class filter.
+    pub class: String,
+    /// Project filter.
+    pub project: String,
+    /// Link to the next page.
+    pub next_page: Option<String>,
+}
+
+/// A note as shown.
+#[derive(Debug, Clone)]
+pub struct NoteView {
+    /// Text.
+    pub body: String,
+    /// Who.
+    pub who: String,
+    /// When.
+    pub when: String,
+}
+
+/// A project count.
+#[derive(Debug, Clone)]
+pub struct ProjectView {
+    /// Name.
+    pub name: String,
+    /// Count.
+    pub count: i64,
+}
+
+/// `/groups/{id}`.
+#[derive(Template, WebTemplate)]
+#[template(path = "group.html")]
+pub struct GroupPage {
+    /// Footer.
+    pub version: &'static str,
+    /// Form token.
+    pub csrf: String,
+    /// The group.
+    pub group: crate::kb::rows::GroupSummary,
+    /// Trend in words.
+    pub trend: &'static str,
+    /// First seen.
+    pub first_seen: String,
+    /// Last seen.
+    pub last_seen: String,
+    /// Days charted.
+    pub days: i64,
+    /// The chart.
+    pub chart: Chart,
+    /// Notes.
+    pub notes: Vec<NoteView>,
+    /// Projects.
+    pub projects: Vec<ProjectView>,
+    /// Latest incidents.
+    pub recent: Vec<IncidentRow>,
+    /// Similar incidents in other groups.
+    pub similar: Vec<IncidentRow>,
+}
+
+/// A rule in the list.
+#[derive(Debug, Clone)]
+pub struct RuleRow {
+    /// Id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// Class.
+    pub class: String,
+    /// Role.
+    pub role: &'static str,
+    /// Priority.
+    pub priority: i32,
+    /// Hits.
+    pub hits: i64,
+    /// Precision in words.
+    pub precision: String,
+}
+
+/// `/rules`.
+#[derive(Template, WebTemplate)]
+#[template(path = "rules.html")]
+pub struct RulesPage {
+    /// Footer.
+    pub version: &'static str,
+    /// Where the rules come from.
+    pub origin: String,
+    /// Rows.
+    pub rules: Vec<RuleRow>,
+}
+
+/// `/rules/{id}`.
+#[derive(Template, WebTemplate)]
+#[template(path = "rule.html")]
+pub struct RulePage {
+    /// Footer.
+    pub version: &'static str,
+    /// Form token.
+    pub csrf: String,
+    /// The rule's summary row.
+    pub rule: RuleHead,
+    /// Summary template.
+    pub summary: String,
+    /// Hits.
+    pub hits: i64,
+    /// Precision in words.
+    pub precision: String,
+    /// Right.
+    pub right: i64,
+    /// Wrong.
+    pub wrong: i64,
+    /// Days charted.
+    pub days: i64,
+    /// The chart.
+    pub chart: Chart,
+    /// (kind, pattern).
+    pub patterns: Vec<(&'static str, String)>,
+    /// Yields to.
+    pub yields_to: Vec<String>,
+    /// (title, detail).
+    pub causes: Vec<(String, String)>,
+    /// (title, code).
+    pub fixes: Vec<(String, String)>,
+    /// Next artifact.
+    pub next_artifact: Option<String>,
+    /// Examples.
+    pub examples: Vec<ExampleView>,
+    /// The rule file, to edit and backtest.
+    pub source: String,
+}
+
+/// The head of a rule page.
+#[derive(Debug, Clone)]
+pub struct RuleHead {
+    /// Id.
+    pub id: String,
+    /// Class.
+    pub class: String,
+    /// Title.
+    pub title: String,
+    /// Role.
+    pub role: &'static str,
+    /// Priority.
+    pub priority: i32,
+    /// Confidence.
+    pub confidence: &'static str,
+    /// File.
+    pub file: String,
+}
+
+/// The result of a backtest from the page.
+#[derive(Template, WebTemplate)]
+#[template(path = "backtest.html")]
+pub struct BacktestPage {
+    /// Footer.
+    pub version: &'static str,
+    /// Why the rule does not load.
+    pub problem: Option<String>,
+    /// Rule id.
+    pub rule: String,
+    /// Incidents scanned.
+    pub scanned: usize,
+    /// (incident, before, after, confidence).
+    pub matched: Vec<(i64, String, String, String)>,
+    /// Incidents it takes.
+    pub takes: usize,
+}

@@ -1,0 +1,173 @@
+//! End to end in a real browser (headless Chromium through chromedriver) against the real server
+//! on loopback: paste a CUDA traceback and read the root cause, upload a file, an XSS log stays
+//! inert, feedback is saved, the group page counts. A screenshot of the diagnosis page is saved to
+//! target/e2e/diagnosis.png.
+
+#[path = "api/server.rs"]
+mod server;
+mod support;
+
+use faultline::config::Config;
+use server::TestServer;
+use support::webdriver::{Browser, available};
+
+/// A real log: an NLL target out of range on rank 15 (corpus c0109, from a public issue).
+const TARGET_ASSERT: &str = include_str!("fixtures/logs/c0109_srun_nll_target.log");
+/// A real log: an OOM in a GitHub Actions job (corpus c0055).
+const OOM: &str = include_str!("fixtures/logs/c0055_oom_github_actions.log");
+
+#[test]
+fn a_teammate_pastes_a_traceback_and_reads_the_root_cause() {
+    if !available() {
+        return;
+    }
+    let db = support::TempDb::new("browser");
+    let server = TestServer::start(Config {
+        database: db.url(),
+        ..Config::default()
+    });
+    let browser = Browser::start();
+
+    // Paste a traceback.
+    browser.goto(&server.url("/"));
+    assert!(browser.text("h1").contains("What killed the training job?"));
+    browser.set_value("#log", TARGET_ASSERT);
+    browser.type_into("#project", "vision");
+    browser.click("button.primary");
+    let first = browser.wait_for_url("/incidents/");
+    assert_eq!(
+        browser.text(".verdict .kicker"),
+        "ROOT CAUSE",
+        "the kicker is upper-cased by CSS"
+    );
+    assert!(
+        browser.text("#verdict").contains("class label"),
+        "{}",
+        browser.text("#verdict")
+    );
+    assert!(
+        browser
+            .text(".verdict .badges")
+            .contains("cuda.device_assert.target")
+    );
+    assert!(
+        browser
+            .text(".log .ln.ev")
+            .contains("Assertion `t >= 0 && t < n_classes` failed")
+    );
+    let png = browser.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../e2e");
+    let _ = std::fs::create_dir_all(&out);
+    let _ = std::fs::write(out.join("diagnosis.png"), &png);
+
+    // Feedback is saved.
+    browser.click("form.feedback button[value=right]");
+    browser.wait_for_url("feedback=saved");
+    assert!(browser.text("#feedback-h + p").contains("saved"));
+    let id = first.rsplit('/').next().unwrap_or_default().to_owned();
+    let stored = server.get(&format!("/api/v1/incidents/{id}")).json();
+    assert_eq!(stored["feedback"][0]["verdict"], "right");
+
+    // The same failure again: the group page counts two.
+    browser.goto(&server.url("/"));
+    browser.set_value("#log", TARGET_ASSERT);
+    browser.click("button.primary");
+    browser.wait_for_url("/incidents/");
+    browser.click(".crumbs a[href^='/groups/']");
+    browser.wait_for_url("/groups/");
+    assert_eq!(browser.text(".count"), "2");
+
+    // Upload a file.
+    let file = db.dir.join("train.log");
+    std::fs::write(&file, OOM).unwrap_or_else(|e| panic!("{e}"));
+    browser.goto(&server.url("/"));
+    browser.type_into("#file", &file.display().to_string());
+    browser.click("button.primary");
+    browser.wait_for_url("/incidents/");
+    assert!(
+        browser.text(".verdict .badges").contains("cuda.oom"),
+        "{}",
+        browser.text(".verdict")
+    );
+
+    // A log that tries to inject markup is shown as text and runs nothing.
+    let xss = "<script>alert('xss')</script>\n\"><img src=x onerror=alert('img')>\nRuntimeError: CUDA error: device-side assert triggered\n";
+    browser.goto(&server.url("/"));
+    browser.set_value("#log", xss);
+    browser.click("button.primary");
+    browser.wait_for_url("/incidents/");
+    assert_eq!(browser.alert(), None, "a script from the log ran");
+    let log = browser.text(".log");
+    assert!(log.contains("<script>alert('xss')</script>"), "{log}");
+    assert!(log.contains("onerror=alert('img')"), "{log}");
+}
+
+#[test]
+fn pages_answer_in_the_site_style_with_security_headers() {
+    let db = support::TempDb::new("pages");
+    let server = TestServer::start(Config {
+        database: db.url(),
+        max_body_bytes: 4096,
+        ..Config::default()
+    });
+    let home = server.get("/");
+    assert_eq!(home.status, 200);
+    assert!(
+        home.header("content-security-policy")
+            .is_some_and(|c| c.contains("script-src 'self'"))
+    );
+    assert!(
+        home.header("set-cookie")
+            .is_some_and(|c| c.starts_with("fl_csrf="))
+    );
+    for path in [
+        "/incidents",
+        "/groups",
+        "/rules",
+        "/rules/assert.generic",
+        "/static/app.css",
+        "/static/app.js",
+    ] {
+        assert_eq!(server.get(path).status, 200, "{path}");
+    }
+    let missing = server.get("/incidents/424242");
+    assert_eq!(missing.status, 404);
+    assert!(
+        missing.body.contains("<h1>404 · Not found</h1>"),
+        "{}",
+        missing.body
+    );
+    assert_eq!(server.get("/nowhere").status, 404);
+    assert_eq!(
+        server.get("/api/v1/nowhere").json()["error"],
+        "not_found",
+        "the API keeps JSON errors"
+    );
+
+    // A form without the CSRF cookie is refused.
+    let forged = server.call(
+        "POST",
+        "/incidents/1/feedback",
+        Some("application/x-www-form-urlencoded"),
+        b"csrf=x&verdict=right",
+        false,
+    );
+    assert_eq!(forged.status, 400);
+    assert!(forged.body.contains("did not come from this site"));
+
+    // Too large: the page says the limit.
+    let body = format!(
+        "--b\r\nContent-Disposition: form-data; name=\"log\"\r\n\r\n{}\r\n--b--\r\n",
+        "x".repeat(8192)
+    );
+    let big = server.call(
+        "POST",
+        "/analyze",
+        Some("multipart/form-data; boundary=b"),
+        body.as_bytes(),
+        false,
+    );
+    assert_eq!(big.status, 413, "{}", big.body);
+    assert!(big.body.contains("4 KiB"), "{}", big.body);
+}
