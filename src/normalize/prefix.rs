@@ -254,19 +254,26 @@ fn strip_one(rest: &str, meta: &mut LineMeta) -> Option<usize> {
     }
     for i in candidates.iter() {
         let (kind, re) = &PREFIXES[i];
+        if matches!(kind, Kind::Timestamp | Kind::Process) {
+            // No group to read: the cheaper search will do.
+            if let Some(m) = re.find(rest) {
+                meta.timestamp |= matches!(kind, Kind::Timestamp);
+                return Some(m.end());
+            }
+            continue;
+        }
         let Some(caps) = re.captures(rest) else {
             continue;
         };
         let group = caps.get(1).map_or("", |m| m.as_str());
         match kind {
-            Kind::Timestamp => meta.timestamp = true,
+            Kind::Timestamp | Kind::Process => {}
             Kind::LevelAfterTimestamp if !meta.timestamp => continue,
             Kind::LevelAfterTimestamp | Kind::Level | Kind::Glog => {
                 meta.level = Level::parse(group);
             }
             Kind::Ci => meta.ci = Some(CiMarker::parse(group)),
             Kind::Rank => meta.rank = group.parse().ok(),
-            Kind::Process => {}
         }
         return caps.get(0).map(|m| m.end());
     }

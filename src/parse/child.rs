@@ -35,7 +35,11 @@ impl ChildFailures {
         self.section.is_some()
     }
 
-    pub(super) fn line(&mut self, out: &mut Collector, line: &Line<'_>) {
+    /// Feeds a line; `may_start` says whether it matches a trigger of this parser.
+    pub(super) fn line(&mut self, out: &mut Collector, line: &Line<'_>, may_start: bool) {
+        if !may_start && self.section.is_none() {
+            return;
+        }
         let text = line.text.trim();
         if text.contains("Root Cause (first observed failure):") {
             self.flush(out);

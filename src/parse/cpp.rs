@@ -41,7 +41,11 @@ impl CppTraces {
         self.open.is_some() || self.terminate.is_some()
     }
 
-    pub(super) fn line(&mut self, out: &mut Collector, line: &Line<'_>) {
+    /// Feeds a line; `may_start` says whether it matches a trigger of this parser.
+    pub(super) fn line(&mut self, out: &mut Collector, line: &Line<'_>, may_start: bool) {
+        if !may_start && !self.wants_every_line() {
+            return;
+        }
         let text = line.text;
         if let Some((index, at)) = self.terminate {
             if let Some(c) = regex!(r"^\s*what\(\):\s+(?P<w>.+)$").captures(text) {

@@ -88,15 +88,26 @@ fn extractors() -> impl Iterator<Item = &'static Extractor> {
 
 static EXTRACTORS: LazyLock<Vec<&'static Extractor>> = LazyLock::new(|| extractors().collect());
 
+/// One set of every trigger: the extractors' first, then those that can open a traceback, a C++
+/// stack, a torchrun summary. One pass over a line says which code has anything to do with it.
 static DISPATCH: LazyLock<RegexSet> = LazyLock::new(|| {
+    let structures = [traceback::TRIGGERS, cpp::TRIGGERS, child::TRIGGERS];
+    let all = EXTRACTORS
+        .iter()
+        .map(|e| e.trigger)
+        .chain(structures.into_iter().flatten().copied())
+        .map(crate::scan::ascii_word_boundaries);
     #[allow(clippy::expect_used)]
-    RegexSet::new(
-        EXTRACTORS
-            .iter()
-            .map(|e| crate::scan::ascii_word_boundaries(e.trigger)),
-    )
-    .expect("extractor triggers compile")
+    RegexSet::new(all).expect("parser triggers compile")
 });
+
+/// Which structure parsers a line may start (from the dispatch set's matches).
+#[derive(Debug, Clone, Copy, Default)]
+struct Starts {
+    traceback: bool,
+    cpp: bool,
+    child: bool,
+}
 
 /// Every pattern that can make the parser act on a line when it is idle: the prefilter must let
 /// all such lines through.
@@ -168,12 +179,23 @@ impl LineSink for Parser {
     }
 
     fn line(&mut self, line: &Line<'_>) {
+        let (extractors, tb, cpp) = (
+            EXTRACTORS.len(),
+            EXTRACTORS.len() + traceback::TRIGGERS.len(),
+            EXTRACTORS.len() + traceback::TRIGGERS.len() + cpp::TRIGGERS.len(),
+        );
+        let mut starts = Starts::default();
         for i in DISPATCH.matches(line.text).iter() {
-            (EXTRACTORS[i].handle)(&mut self.out, line);
+            match i {
+                i if i < extractors => (EXTRACTORS[i].handle)(&mut self.out, line),
+                i if i < tb => starts.traceback = true,
+                i if i < cpp => starts.cpp = true,
+                _ => starts.child = true,
+            }
         }
-        self.tracebacks.line(&mut self.out, line);
-        self.cpp.line(&mut self.out, line);
-        self.children.line(&mut self.out, line);
+        self.tracebacks.line(&mut self.out, line, starts.traceback);
+        self.cpp.line(&mut self.out, line, starts.cpp);
+        self.children.line(&mut self.out, line, starts.child);
     }
 }
 
@@ -202,7 +224,7 @@ mod tests {
 
     #[test]
     fn every_trigger_compiles_into_the_dispatch_set_and_the_prefilter() {
-        assert_eq!(DISPATCH.len(), EXTRACTORS.len());
+        assert_eq!(DISPATCH.len(), trigger_patterns().count());
         assert!(!prefilter().is_every_line());
     }
 

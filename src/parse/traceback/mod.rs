@@ -42,8 +42,13 @@ impl Tracebacks {
         !self.open.is_empty()
     }
 
-    pub(super) fn line(&mut self, out: &mut Collector, line: &Line<'_>) {
+    /// Feeds a line; `may_start` says whether it matches a trigger that can open a traceback.
+    pub(super) fn line(&mut self, out: &mut Collector, line: &Line<'_>, may_start: bool) {
         self.close_stale(out, line.number);
+        let open_here = self.open.iter().any(|b| b.rank == line.rank());
+        if !open_here && !may_start {
+            return;
+        }
         let tb = classify(line.text);
         if let Some(i) = self.open.iter().position(|b| b.rank == line.rank()) {
             match self.open[i].feed(&tb, line) {
