@@ -16,6 +16,7 @@ pub mod model;
 pub mod normalize;
 pub mod output;
 pub mod parse;
+pub mod replay;
 pub mod rules;
 pub mod scan;
 pub mod web;

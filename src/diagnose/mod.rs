@@ -143,6 +143,7 @@ fn finding(rule: &Rule, m: Match, environment: &BTreeMap<String, Vec<String>>) -
                 title: c.title.render(&values),
                 detail: c.detail.render(&values),
                 replay: c.replay_spec(&values),
+                outcome: None,
             })
             .collect(),
         fixes: rule

@@ -103,6 +103,32 @@ pub struct Cause {
     /// How to confirm it on a snapshot, when the replay worker can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplaySpec>,
+    /// What the replay of a snapshot said about it, once one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<ReplayOutcome>,
+}
+
+/// What a replay check concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The data shows the suspected cause (an offending value was found).
+    Confirmed,
+    /// The data rules the cause out (every value checked is fine).
+    Refuted,
+    /// The check could not decide (a tensor or a parameter is missing).
+    Inconclusive,
+}
+
+/// A replay check's verdict on one cause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayOutcome {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One sentence with the offending values (`labels[3] = 2 >= num_classes = 2 (7 of 512 values out of range)`).
+    pub summary: String,
+    /// Where it ran (`cpu`, `gpu:NVIDIA H100`).
+    pub backend: String,
 }
 
 /// A concrete step to fix the failure.

@@ -1,0 +1,3 @@
+//! Replay check throughput (work in progress).
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! The CPU backend: always there, multithreaded, streaming over the tensor in chunks.

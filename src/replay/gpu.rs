@@ -1,0 +1,1 @@
+//! The GPU backend (feature `cuda`): cudarc with the driver and NVRTC loaded at run time.

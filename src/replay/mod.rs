@@ -1,0 +1,112 @@
+//! Replay: a tensor snapshot of the failing step checked against the suspected cause.
+//!
+//! A snapshot ([`snapshot::Snapshot`]: safetensors, or NumPy `.npz`) holds the tensors of the step
+//! and parameters (`num_classes`, `vocab_size`, `ignore_index`, …) from its metadata. A check
+//! ([`CheckSpec`]: a name and parameters, from a rule's `replay` part or the command line) runs on a
+//! [`Backend`] — the CPU always, the GPU (cudarc, feature `cuda`) when a device opens — and gives a
+//! [`CheckResult`]: confirmed, refuted or inconclusive, with counts, min / max and the first
+//! offending positions and values.
+
+pub mod check;
+pub mod cpu;
+pub mod gpu;
+pub mod reproducer;
+pub mod snapshot;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::model::Verdict;
+pub use check::{CheckSpec, GemmCall, Scalar, Scan, ScanOutput};
+pub use snapshot::{DType, Limits, Snapshot, SnapshotError, TensorRef};
+
+/// One offending element.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Offense {
+    /// Position in the tensor (one index per dimension).
+    pub index: Vec<u64>,
+    /// The value, as printed (`2`, `nan`, `-inf`, `1.5`).
+    pub value: String,
+}
+
+/// The outcome of one check on one snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// Check name.
+    pub check: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One sentence with the offending values (`labels[3] = 2 >= num_classes = 2 (7 of 512 values out of range)`).
+    pub summary: String,
+    /// The tensor checked (its name in the snapshot), when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor: Option<String>,
+    /// Elements examined.
+    pub elements: u64,
+    /// Elements that break the condition.
+    pub offending: u64,
+    /// Smallest value seen (as printed), when numeric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<String>,
+    /// Largest value seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<String>,
+    /// The first offending elements (at most [`MAX_OFFENSES`]), in index order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_offenses: Vec<Offense>,
+    /// The parameters the check used, after defaults and metadata.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+    /// `cpu` or `gpu:<device name>`.
+    pub backend: String,
+}
+
+/// Offending elements reported by position.
+pub const MAX_OFFENSES: usize = 16;
+
+/// A replay failure (not a verdict: the check could not run at all).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// No GPU backend here (feature off, no driver, no device). Expected; callers use the CPU.
+    #[error("no GPU available: {0}")]
+    GpuUnavailable(String),
+    /// The snapshot is not valid.
+    #[error("invalid snapshot: {0}")]
+    Snapshot(#[from] SnapshotError),
+    /// The check does not exist or its parameters are wrong.
+    #[error("{0}")]
+    Check(String),
+    /// A GPU kernel failed to compile or run.
+    #[error("GPU kernel: {0}")]
+    Kernel(String),
+}
+
+/// Something that runs scans: the CPU always, the GPU when a device opens.
+pub trait Backend: Send + Sync {
+    /// `cpu` or `gpu:<device name>`.
+    fn name(&self) -> String;
+
+    /// Runs one scan over one tensor.
+    fn scan(&self, tensor: TensorRef<'_>, scan: Scan) -> Result<ScanOutput, ReplayError>;
+
+    /// Makes the real cuBLAS call for `call` on zero-filled operands and returns the status it
+    /// gave (`CUBLAS_STATUS_SUCCESS`, `CUBLAS_STATUS_INVALID_VALUE`, …); `None` where this
+    /// backend has no cuBLAS (the CPU).
+    fn gemm_status(&self, _call: &GemmCall) -> Option<Result<String, ReplayError>> {
+        None
+    }
+}
+
+/// Which backend to run on (`--backend auto|cpu|gpu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    /// The GPU when a device opens, else the CPU.
+    #[default]
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// The GPU; an error when none opens.
+    Gpu,
+}

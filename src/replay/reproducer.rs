@@ -1,0 +1,1 @@
+//! A short PyTorch script that loads the snapshot and makes the failing call.
