@@ -110,3 +110,23 @@ pub enum BackendChoice {
     /// The GPU; an error when none opens.
     Gpu,
 }
+
+/// Runs the replay check of every cause in `diagnosis` that names one, on `snapshot`, records each
+/// verdict on its cause ([`crate::model::Cause::outcome`]) and sets each finding's evidence tier:
+/// confirmed when a cause is confirmed, refuted when every checked cause is refuted.
+pub fn replay_diagnosis(
+    diagnosis: &mut crate::model::Diagnosis,
+    snapshot: &Snapshot,
+    backend: &dyn Backend,
+) -> Vec<CheckResult> {
+    // INTERFACE: implemented by the checks work.
+    let _ = (diagnosis, snapshot, backend);
+    Vec::new()
+}
+
+/// Opens the backend `choice` asks for: `Auto` tries the GPU and falls back to the CPU.
+pub fn open_backend(choice: BackendChoice) -> Result<Box<dyn Backend>, ReplayError> {
+    // INTERFACE: implemented by the checks work (CPU) and the GPU work.
+    let _ = choice;
+    Err(ReplayError::GpuUnavailable("not implemented yet".into()))
+}
