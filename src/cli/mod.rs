@@ -8,8 +8,10 @@ mod client;
 mod eval_cmd;
 mod input;
 mod parse_cmd;
+mod replay_cmd;
 mod rules_cmd;
 mod serve;
+mod worker_cmd;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -45,6 +47,10 @@ enum Command {
     Migrate(serve::MigrateArgs),
     /// Manages API tokens.
     Token(serve::TokenArgs),
+    /// Runs one check on a tensor snapshot offline (confirmed / refuted / inconclusive).
+    Replay(replay_cmd::ReplayArgs),
+    /// Runs a standalone replay worker that leases jobs from the knowledge base.
+    Worker(worker_cmd::WorkerArgs),
 }
 
 /// Exit code: success.
@@ -98,6 +104,8 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(&args, &mut stdout),
         Command::Migrate(args) => serve::migrate(&args, &mut stdout),
         Command::Token(args) => serve::token(&args, &mut stdout),
+        Command::Replay(args) => replay_cmd::run(&args, &mut stdout),
+        Command::Worker(args) => worker_cmd::run(&args, &mut stdout),
     };
     let _ = stdout.flush();
     match result {
