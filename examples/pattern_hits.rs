@@ -24,7 +24,7 @@ fn main() {
             counts.push((n, format!("PARSER {t}")));
         }
     }
-    counts.sort_by(|a, b| b.0.cmp(&a.0));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.0));
     println!("{} lines", lines.len());
     for (n, p) in counts.iter().take(25) {
         println!("{n:>8}  {}", &p[..p.len().min(150)]);

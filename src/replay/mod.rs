@@ -10,7 +10,10 @@
 pub mod check;
 pub mod cpu;
 pub mod gpu;
+mod npz;
+mod params;
 pub mod reproducer;
+mod safetensors;
 pub mod snapshot;
 
 use std::collections::BTreeMap;
@@ -119,14 +122,67 @@ pub fn replay_diagnosis(
     snapshot: &Snapshot,
     backend: &dyn Backend,
 ) -> Vec<CheckResult> {
-    // INTERFACE: implemented by the checks work.
-    let _ = (diagnosis, snapshot, backend);
-    Vec::new()
+    use crate::model::{EvidenceTier, ReplayOutcome};
+
+    // Each distinct check runs once, however many causes name it.
+    let mut done: Vec<(CheckSpec, CheckResult)> = Vec::new();
+    for finding in &mut diagnosis.findings {
+        let (mut checked, mut confirmed, mut refuted) = (0, 0, 0);
+        for cause in &mut finding.causes {
+            let Some(spec) = cause.replay.as_ref().map(CheckSpec::from) else {
+                continue;
+            };
+            let result = match done.iter().find(|(s, _)| *s == spec) {
+                Some((_, result)) => result.clone(),
+                None => {
+                    let result = check::run(&spec, snapshot, backend)
+                        .unwrap_or_else(|e| check::not_run(&spec, backend, &e));
+                    done.push((spec, result.clone()));
+                    result
+                }
+            };
+            checked += 1;
+            match result.verdict {
+                Verdict::Confirmed => confirmed += 1,
+                Verdict::Refuted => refuted += 1,
+                Verdict::Inconclusive => {}
+            }
+            cause.outcome = Some(ReplayOutcome {
+                verdict: result.verdict,
+                summary: result.summary,
+                backend: result.backend,
+            });
+        }
+        if confirmed > 0 {
+            finding.tier = EvidenceTier::Confirmed;
+        } else if checked > 0 && refuted == checked {
+            finding.tier = EvidenceTier::Refuted;
+        }
+    }
+    done.into_iter().map(|(_, result)| result).collect()
 }
 
 /// Opens the backend `choice` asks for: `Auto` tries the GPU and falls back to the CPU.
 pub fn open_backend(choice: BackendChoice) -> Result<Box<dyn Backend>, ReplayError> {
-    // INTERFACE: implemented by the checks work (CPU) and the GPU work.
-    let _ = choice;
-    Err(ReplayError::GpuUnavailable("not implemented yet".into()))
+    match choice {
+        BackendChoice::Cpu => Ok(Box::new(cpu::Cpu::new())),
+        BackendChoice::Gpu => open_gpu(),
+        BackendChoice::Auto => match open_gpu() {
+            Ok(gpu) => Ok(gpu),
+            Err(e) => {
+                tracing::debug!("replay runs on the CPU: {e}");
+                Ok(Box::new(cpu::Cpu::new()))
+            }
+        },
+    }
+}
+
+/// The GPU backend, when this build has one and a device opens.
+fn open_gpu() -> Result<Box<dyn Backend>, ReplayError> {
+    #[cfg(feature = "cuda")]
+    return gpu::open().map(|g| Box::new(g) as Box<dyn Backend>);
+    #[cfg(not(feature = "cuda"))]
+    Err(ReplayError::GpuUnavailable(
+        "built without the cuda feature".into(),
+    ))
 }

@@ -239,6 +239,19 @@ pub struct Snapshot {
     params: BTreeMap<String, String>,
 }
 
+/// The element count of `shape`, refused when it overflows or passes `limits.max_elements`.
+pub(super) fn element_count(name: &str, shape: &[u64], limits: &Limits) -> Result<u64, SnapshotError> {
+    let count = shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= limits.max_elements);
+    count.ok_or_else(|| SnapshotError::TooLarge {
+        what: format!("tensor {name} elements (shape {shape:?})"),
+        actual: shape.iter().fold(1u64, |acc, &d| acc.saturating_mul(d)),
+        limit: limits.max_elements,
+    })
+}
+
 /// Common tensor names per role, tried in order when the metadata names none (`role.labels = "y"`).
 pub const ROLE_NAMES: &[(&str, &[&str])] = &[
     ("labels", &["labels", "label", "targets", "target", "y"]),
@@ -260,17 +273,51 @@ pub const ROLE_NAMES: &[(&str, &[&str])] = &[
 impl Snapshot {
     /// Reads and validates a safetensors or `.npz` file (told apart by their first bytes).
     pub fn from_bytes(data: Vec<u8>, limits: &Limits) -> Result<Self, SnapshotError> {
-        // INTERFACE: implemented by the snapshot work (safetensors and npz readers).
-        let _ = (data, limits);
-        Err(SnapshotError::UnknownFormat("snapshot reading is not implemented yet".into()))
+        if data.len() as u64 > limits.max_bytes {
+            return Err(SnapshotError::TooLarge {
+                what: "snapshot file".into(),
+                actual: data.len() as u64,
+                limit: limits.max_bytes,
+            });
+        }
+        if super::npz::looks_like(&data) {
+            super::npz::read(&data, limits)
+        } else if super::npz::is_npy(&data) {
+            Err(SnapshotError::UnknownFormat(
+                "a bare .npy array has no tensor name; save it with np.savez(path, labels=array)".into(),
+            ))
+        } else if super::safetensors::looks_like(&data) {
+            super::safetensors::read(data, limits)
+        } else {
+            Err(SnapshotError::UnknownFormat(format!(
+                "{} bytes starting {:02x?}; save tensors with safetensors (save_file) or np.savez",
+                data.len(),
+                &data[..data.len().min(8)]
+            )))
+        }
     }
 
     /// Adds the parameters of a JSON object (`{"num_classes": 2, "role.labels": "y"}`); numbers and
-    /// booleans are kept as their JSON text, nested values are refused.
-    pub fn with_params(self, json: &[u8], limits: &Limits) -> Result<Self, SnapshotError> {
-        // INTERFACE: implemented by the snapshot work.
-        let _ = (json, limits);
-        Err(SnapshotError::Params("not implemented yet".into()))
+    /// booleans are kept as their JSON text, `null` is skipped, nested values are refused. They
+    /// override the file's own metadata.
+    pub fn with_params(mut self, json: &[u8], limits: &Limits) -> Result<Self, SnapshotError> {
+        self.params.extend(super::params::parse_params(json, limits)?);
+        Ok(self)
+    }
+
+    /// A snapshot whose parts a reader has already validated.
+    pub(super) fn from_parts(
+        format: Format,
+        data: Vec<u8>,
+        tensors: Vec<TensorInfo>,
+        params: BTreeMap<String, String>,
+    ) -> Self {
+        Snapshot {
+            format,
+            data,
+            tensors,
+            params,
+        }
     }
 
     /// A snapshot from tensors already in memory (tests, benchmarks, the capture of a `.npz`).

@@ -85,6 +85,9 @@ pub fn lint(rules: &RuleSet) -> Vec<Lint> {
         for message in unfilled_placeholders(rules, rule) {
             push(LintLevel::Warning, message);
         }
+        for message in replay_problems(rule) {
+            push(LintLevel::Error, message);
+        }
     }
     for class in rules.classes() {
         if !rules.rules().iter().any(|r| r.class == class.id) {
@@ -198,6 +201,26 @@ fn unfilled_placeholders(rules: &RuleSet, rule: &Rule) -> Vec<String> {
         .map(|(name, _)| format!("placeholder {{{name}}} has no fallback and no example captures it"))
         .collect();
     out.dedup();
+    out
+}
+
+/// Replay checks a rule names that do not exist, or parameters their check does not take.
+fn replay_problems(rule: &Rule) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, cause) in rule.causes.iter().enumerate() {
+        let Some((name, params)) = &cause.replay else {
+            continue;
+        };
+        let Some(check) = crate::replay::check::check_info(name) else {
+            out.push(format!("cause[{i}].replay: unknown check {name:?}"));
+            continue;
+        };
+        for param in params.keys().filter(|p| !check.knows(p)) {
+            out.push(format!(
+                "cause[{i}].replay: check {name} has no parameter {param:?}"
+            ));
+        }
+    }
     out
 }
 
