@@ -1,5 +1,6 @@
-//! Running the service: open the knowledge base, start the writer, serve the routes until SIGTERM
-//! or Ctrl-C, then finish the requests in flight and commit every acknowledged incident.
+//! Running the service: open the knowledge base and the snapshot storage, start the writer and
+//! (unless turned off) the embedded replay worker, serve the routes until SIGTERM or Ctrl-C, then
+//! finish the requests in flight and commit every acknowledged incident.
 
 use std::net::SocketAddr;
 
@@ -11,8 +12,10 @@ use crate::api::{self, AppState};
 use crate::config::{Config, redact_url};
 use crate::kb::writer::Writer;
 use crate::kb::{Store, StoreOptions};
+use crate::objects::SnapshotStore;
 use crate::rules::RuleSet;
 use crate::web;
+use crate::worker::{Worker, WorkerOptions};
 
 /// The store options a configuration asks for.
 pub fn store_options(config: &Config) -> StoreOptions {
@@ -27,18 +30,54 @@ pub struct App {
     /// The shared state.
     pub state: AppState,
     writer_task: tokio::task::JoinHandle<()>,
+    worker: Option<EmbeddedWorker>,
+}
+
+/// The replay worker running in the server's process.
+struct EmbeddedWorker {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl EmbeddedWorker {
+    fn spawn(worker: Worker) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            worker
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Self { stop, task }
+    }
 }
 
 impl App {
-    /// Loads the rules, opens and migrates the store, starts the writer.
+    /// Loads the rules, opens and migrates the store, opens the snapshot storage, starts the
+    /// writer and the embedded replay worker (unless `embedded_worker` is off).
     pub async fn start(config: Config, rules: RuleSet) -> anyhow::Result<Self> {
         let store = Store::open_and_migrate(&config.database, &store_options(&config))
             .await
             .with_context(|| format!("cannot open the knowledge base {}", redact_url(&config.database)))?;
+        let snapshots = SnapshotStore::open(&config.snapshot_store, &config.database)?;
+        tracing::info!(
+            location = snapshots.location(),
+            summary_only = config.snapshot_summary_only,
+            embedded_worker = config.embedded_worker,
+            "snapshot storage"
+        );
         let (writer, writer_task) = Writer::spawn(store.clone(), config.write_batch);
+        let worker = config.embedded_worker.then(|| {
+            let options = WorkerOptions::from_config(&config);
+            EmbeddedWorker::spawn(Worker::new(store.clone(), snapshots.clone(), options))
+        });
+        let mut state = AppState::new(rules, store, writer, config);
+        state.snapshots = snapshots;
         Ok(Self {
-            state: AppState::new(rules, store, writer, config),
+            state,
             writer_task,
+            worker,
         })
     }
 
@@ -58,7 +97,16 @@ impl App {
             .with_graceful_shutdown(shutdown)
             .await
             .context("the server failed")?;
-        let App { state, writer_task } = self;
+        let App {
+            state,
+            writer_task,
+            worker,
+        } = self;
+        // A job in flight is dropped: its lease expires and it runs again at the next start.
+        if let Some(worker) = worker {
+            let _ = worker.stop.send(());
+            let _ = worker.task.await;
+        }
         let store = state.store.clone();
         drop(state);
         // Every handle to the writer is gone: it commits what is queued, then ends.

@@ -39,6 +39,25 @@ pub struct Config {
     pub sqlite_synchronous: String,
     /// Database connections.
     pub max_connections: u32,
+    /// Where tensor snapshots are kept: empty for a `snapshots` folder beside the SQLite file,
+    /// a folder path, or `s3://bucket/prefix` (endpoint and credentials from the `AWS_*` variables).
+    pub snapshot_store: String,
+    /// Keep only what a snapshot holds (names, dtypes, shapes, parameters) and the check results:
+    /// the file is deleted once its replay job has finished.
+    pub snapshot_summary_only: bool,
+    /// Snapshot files older than this many days are deleted (summaries and results stay); 0 keeps them.
+    pub snapshot_retention_days: u32,
+    /// Largest snapshot upload accepted, in bytes (this route only).
+    pub snapshot_max_bytes: usize,
+    /// `faultline serve` runs a replay worker in the process.
+    pub embedded_worker: bool,
+    /// Where the embedded worker runs checks: `auto` (the GPU when one opens), `cpu` or `gpu`.
+    pub replay_backend: crate::replay::BackendChoice,
+    /// A worker's lease on a job, renewed while it runs; a job whose worker died is leased again
+    /// after this.
+    pub replay_lease_secs: u64,
+    /// Leases of a job before it is failed.
+    pub replay_max_attempts: u32,
 }
 
 impl Default for Config {
@@ -56,6 +75,14 @@ impl Default for Config {
             write_batch: 512,
             sqlite_synchronous: "full".to_owned(),
             max_connections: 8,
+            snapshot_store: String::new(),
+            snapshot_summary_only: false,
+            snapshot_retention_days: 30,
+            snapshot_max_bytes: 512 << 20,
+            embedded_worker: true,
+            replay_backend: crate::replay::BackendChoice::Auto,
+            replay_lease_secs: 60,
+            replay_max_attempts: 3,
         }
     }
 }
@@ -75,6 +102,14 @@ impl std::fmt::Debug for Config {
             .field("write_batch", &self.write_batch)
             .field("sqlite_synchronous", &self.sqlite_synchronous)
             .field("max_connections", &self.max_connections)
+            .field("snapshot_store", &redact_url(&self.snapshot_store))
+            .field("snapshot_summary_only", &self.snapshot_summary_only)
+            .field("snapshot_retention_days", &self.snapshot_retention_days)
+            .field("snapshot_max_bytes", &self.snapshot_max_bytes)
+            .field("embedded_worker", &self.embedded_worker)
+            .field("replay_backend", &self.replay_backend)
+            .field("replay_lease_secs", &self.replay_lease_secs)
+            .field("replay_max_attempts", &self.replay_max_attempts)
             .finish()
     }
 }
@@ -186,7 +221,39 @@ impl Config {
         if let Some(v) = get("FAULTLINE_SQLITE_SYNCHRONOUS") {
             self.sqlite_synchronous = v;
         }
+        if let Some(v) = get("FAULTLINE_SNAPSHOT_STORE") {
+            self.snapshot_store = v;
+        }
+        if let Some(v) = get("FAULTLINE_SNAPSHOT_SUMMARY_ONLY") {
+            self.snapshot_summary_only = parse("FAULTLINE_SNAPSHOT_SUMMARY_ONLY", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_SNAPSHOT_RETENTION_DAYS") {
+            self.snapshot_retention_days = parse("FAULTLINE_SNAPSHOT_RETENTION_DAYS", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_SNAPSHOT_MAX_BYTES") {
+            self.snapshot_max_bytes = parse("FAULTLINE_SNAPSHOT_MAX_BYTES", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_EMBEDDED_WORKER") {
+            self.embedded_worker = parse("FAULTLINE_EMBEDDED_WORKER", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_REPLAY_BACKEND") {
+            self.replay_backend = parse_backend(&v).ok_or_else(|| ConfigError::Env {
+                name: "FAULTLINE_REPLAY_BACKEND".into(),
+                message: format!("{v:?} is not auto, cpu or gpu"),
+            })?;
+        }
         Ok(())
+    }
+}
+
+/// `auto`, `cpu` or `gpu`.
+pub fn parse_backend(text: &str) -> Option<crate::replay::BackendChoice> {
+    use crate::replay::BackendChoice;
+    match text.trim().to_ascii_lowercase().as_str() {
+        "auto" => Some(BackendChoice::Auto),
+        "cpu" => Some(BackendChoice::Cpu),
+        "gpu" => Some(BackendChoice::Gpu),
+        _ => None,
     }
 }
 

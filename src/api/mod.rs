@@ -14,6 +14,7 @@ mod incidents;
 pub mod limit;
 mod openapi;
 pub mod rules;
+pub mod snapshots;
 
 pub use analyze::AnalyzeResponse;
 pub use auth::Caller;
@@ -53,6 +54,8 @@ pub struct AppState {
     pub limiter: Arc<RateLimiter>,
     /// Verified tokens.
     pub tokens: Arc<auth::TokenCache>,
+    /// Where tensor snapshots are written (none until the app opens it).
+    pub snapshots: crate::objects::SnapshotStore,
 }
 
 impl AppState {
@@ -69,18 +72,25 @@ impl AppState {
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             tokens: Arc::new(auth::TokenCache::default()),
+            snapshots: crate::objects::SnapshotStore::disabled(),
         }
     }
 }
 
 /// The API and operational routes, without the server-wide layers ([`with_layers`] adds them).
 pub fn routes(state: AppState) -> Router<AppState> {
+    let snapshot_limit = DefaultBodyLimit::max(state.config.snapshot_max_bytes);
     let api = Router::new()
         .route("/api/v1/analyze", post(analyze::analyze))
         .route("/api/v1/incidents", get(incidents::list))
         .route("/api/v1/incidents/{id}", get(incidents::get_one))
         .route("/api/v1/incidents/{id}/similar", get(incidents::similar))
         .route("/api/v1/incidents/{id}/feedback", post(incidents::feedback))
+        .route(
+            "/api/v1/incidents/{id}/snapshots",
+            post(snapshots::upload).layer(snapshot_limit),
+        )
+        .route("/api/v1/replay/jobs/{id}", get(snapshots::job))
         .route("/api/v1/groups", get(groups::list))
         .route("/api/v1/groups/{id}", get(groups::get_one))
         .route("/api/v1/groups/{id}/notes", post(groups::add_note))

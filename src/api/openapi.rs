@@ -19,6 +19,33 @@ pub fn spec() -> Value {
     ]);
     let ok = |schema: &str| json!({ "description": "OK", "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } } });
     let bearer = json!([{ "bearer": [] }]);
+    let snapshot_upload = json!({ "post": {
+                "summary": "Attach a tensor snapshot (safetensors or .npz) of the failing step; a replay job checks the diagnosis's causes on it",
+                "security": bearer,
+                "parameters": [id("incident"), { "name": "params", "in": "query", "style": "form", "explode": true, "description": "snapshot parameters as key=value (num_classes=2&role.labels=y), raw body only", "schema": { "type": "object", "additionalProperties": { "type": "string" } } }],
+                "requestBody": { "required": true, "content": {
+                    "application/octet-stream": { "schema": { "type": "string", "format": "binary" } },
+                    "multipart/form-data": { "schema": { "type": "object", "required": ["snapshot"], "properties": {
+                        "snapshot": { "type": "string", "format": "binary" },
+                        "params": { "type": "string", "description": "a JSON object of parameters, or key=value lines" } } } }
+                } },
+                "responses": { "202": { "description": "Stored; the replay job is queued", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/SnapshotAccepted" } } } },
+                               "400": error, "401": error, "404": error, "413": error, "415": error, "422": error, "503": error }
+            } });
+    let replay_job = json!({ "get": {
+                "summary": "A replay job: state, attempts, check results, and its snapshot's summary", "parameters": [id("replay job")],
+                "responses": { "200": ok("ReplayJob"), "404": error }
+            } });
+    let snapshot_accepted = json!({ "type": "object", "required": ["snapshot_id", "job_id", "status_url"], "properties": {
+                    "snapshot_id": { "type": "integer" }, "job_id": { "type": "integer" }, "status_url": { "type": "string" } } });
+    let replay_job_schema = json!({ "type": "object", "properties": {
+                    "id": { "type": "integer" }, "incident_id": { "type": "integer" }, "snapshot_id": { "type": "integer" },
+                    "state": { "enum": ["queued", "running", "done", "failed"] }, "attempts": { "type": "integer" }, "max_attempts": { "type": "integer" },
+                    "results": { "type": "array", "items": { "type": "object", "properties": {
+                        "check": { "type": "string" }, "verdict": { "enum": ["confirmed", "refuted", "inconclusive"] }, "summary": { "type": "string" },
+                        "tensor": { "type": "string" }, "elements": { "type": "integer" }, "offending": { "type": "integer" }, "backend": { "type": "string" } } } },
+                    "error": { "type": ["string", "null"] },
+                    "snapshot": { "type": "object", "properties": { "sha256": { "type": "string" }, "bytes": { "type": "integer" }, "stored": { "type": "boolean" }, "summary": { "type": "object" } } } } });
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -63,6 +90,8 @@ pub fn spec() -> Value {
                 "requestBody": { "required": true, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/FeedbackInput" } } } },
                 "responses": { "201": ok("Feedback"), "400": error, "401": error, "404": error, "422": error }
             } },
+            "/api/v1/incidents/{id}/snapshots": snapshot_upload,
+            "/api/v1/replay/jobs/{id}": replay_job,
             "/api/v1/groups": { "get": {
                 "summary": "Groups of incidents, most recently seen first", "parameters": filters,
                 "responses": { "200": ok("GroupPage"), "400": error }
@@ -151,6 +180,8 @@ pub fn spec() -> Value {
                     "stats": { "type": "object", "properties": { "hits": { "type": "integer" }, "precision": { "type": ["number", "null"] } } } } },
                 "RuleDetail": { "allOf": [ { "$ref": "#/components/schemas/RuleSummary" }, { "type": "object", "properties": {
                     "patterns": { "type": "object" }, "causes": { "type": "array" }, "fixes": { "type": "array" }, "examples": { "type": "array" } } } ] },
+                "SnapshotAccepted": snapshot_accepted,
+                "ReplayJob": replay_job_schema,
                 "BacktestReport": { "type": "object", "properties": {
                     "rule": { "type": "string" }, "scanned": { "type": "integer" }, "matched": { "type": "array" }, "takes_primary": { "type": "integer" } } }
             }

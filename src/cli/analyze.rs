@@ -1,16 +1,18 @@
-//! `faultline analyze [FILE|-] [--format human|json|github|sarif] [--rules DIR]`.
+//! `faultline analyze [FILE|-] [--format human|json|github|sarif] [--rules DIR]
+//! [--snapshot FILE [--param KEY=VALUE]… [--backend auto|cpu|gpu]]`.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::client::{Submission, submit};
+use super::client::{Submission, submit, upload_snapshot};
 use super::{EXIT_NOTHING, EXIT_OK, RulesOption};
 use crate::diagnose::analyze_reader;
-use crate::model::Diagnosis;
+use crate::model::{Diagnosis, Verdict};
 use crate::output;
+use crate::replay::{BackendChoice, Limits, Snapshot, open_backend};
 
 /// Arguments of `faultline analyze`.
 #[derive(Debug, Args)]
@@ -34,6 +36,27 @@ pub struct AnalyzeArgs {
     /// With --server: analyse without storing an incident.
     #[arg(long)]
     no_store: bool,
+    /// A tensor snapshot of the failing step (safetensors or .npz): the replay checks of the
+    /// diagnosis run on it (with --server: it is uploaded to the incident, and checked there).
+    #[arg(long, value_name = "FILE")]
+    snapshot: Option<PathBuf>,
+    /// A snapshot parameter as KEY=VALUE (num_classes=10, role.labels=y; repeat for several).
+    #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param, requires = "snapshot")]
+    params: Vec<(String, String)>,
+    /// Where the checks of --snapshot run: the GPU when one opens (auto), the CPU, or the GPU only.
+    #[arg(long, value_name = "auto|cpu|gpu", default_value = "auto", value_parser = parse_backend_arg)]
+    backend: BackendChoice,
+}
+
+fn parse_param(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_owned(), value.trim().to_owned())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
+fn parse_backend_arg(text: &str) -> Result<BackendChoice, String> {
+    crate::config::parse_backend(text).ok_or_else(|| format!("{text:?} is not auto, cpu or gpu"))
 }
 
 /// Output formats of a diagnosis.
@@ -69,6 +92,14 @@ pub fn exit_code(diagnosis: &Diagnosis) -> u8 {
 }
 
 pub(super) fn run(args: &AnalyzeArgs, out: &mut impl Write) -> anyhow::Result<u8> {
+    // A bad snapshot is refused before anything else is done.
+    let keep_bytes = args.server.is_some();
+    let snapshot = args
+        .snapshot
+        .as_deref()
+        .map(|path| read_snapshot(path, &args.params, keep_bytes))
+        .transpose()?;
+    let replayed = snapshot.is_some() && !keep_bytes;
     let input = super::open_input(args.file.as_deref())?;
     let source = args
         .file
@@ -91,15 +122,104 @@ pub(super) fn run(args: &AnalyzeArgs, out: &mut impl Write) -> anyhow::Result<u8
                 };
                 writeln!(out, "stored as incident {incident} on {server}{group}")?;
             }
+            if let Some((data, _)) = snapshot {
+                let Some(incident) = submitted.incident_id else {
+                    anyhow::bail!(
+                        "--snapshot with --server needs the incident stored (leave out --no-store)"
+                    );
+                };
+                let accepted = upload_snapshot(server, args.token.as_deref(), incident, &data, &args.params)?;
+                eprintln!(
+                    "faultline: snapshot {} uploaded to incident {incident}; replay job {} at {}{}",
+                    accepted.snapshot_id,
+                    accepted.job_id,
+                    server.trim_end_matches('/'),
+                    accepted.status_url
+                );
+            }
             submitted.diagnosis
         }
         None => {
             let rules = args.rules.load()?;
-            analyze_reader(&rules, input)
+            let mut diagnosis = analyze_reader(&rules, input)
                 .context("cannot read the log")?
-                .diagnosis
+                .diagnosis;
+            if let Some((_, snapshot)) = &snapshot {
+                let backend = open_backend(args.backend)?;
+                crate::worker::replay(&mut diagnosis, snapshot, backend.as_ref());
+            }
+            diagnosis
         }
     };
     out.write_all(render(&diagnosis, args.format, &source).as_bytes())?;
+    if args.format == Format::Human && replayed {
+        write_outcomes(&diagnosis, out)?;
+    }
     Ok(exit_code(&diagnosis))
+}
+
+/// The snapshot file (its bytes when `keep_bytes`, for an upload) and the validated snapshot, or
+/// why it is refused.
+fn read_snapshot(
+    path: &Path,
+    params: &[(String, String)],
+    keep_bytes: bool,
+) -> anyhow::Result<(Vec<u8>, Snapshot)> {
+    let limits = Limits::default();
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    if size > limits.max_bytes {
+        anyhow::bail!(
+            "{} is {size} bytes, over the limit of {} bytes",
+            path.display(),
+            limits.max_bytes
+        );
+    }
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let json = serde_json::Value::Object(
+        params
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect(),
+    )
+    .to_string();
+    let kept = if keep_bytes { data.clone() } else { Vec::new() };
+    let mut snapshot = Snapshot::from_bytes(data, &limits)
+        .with_context(|| format!("invalid snapshot {}", path.display()))?;
+    if !params.is_empty() {
+        snapshot = snapshot
+            .with_params(json.as_bytes(), &limits)
+            .with_context(|| format!("invalid snapshot parameters for {}", path.display()))?;
+    }
+    Ok((kept, snapshot))
+}
+
+/// One line per cause a replay checked.
+fn write_outcomes(diagnosis: &Diagnosis, out: &mut impl Write) -> std::io::Result<()> {
+    let mut any = false;
+    for finding in &diagnosis.findings {
+        for cause in &finding.causes {
+            if let Some(o) = &cause.outcome {
+                let verdict = match o.verdict {
+                    Verdict::Confirmed => "confirmed",
+                    Verdict::Refuted => "refuted",
+                    Verdict::Inconclusive => "inconclusive",
+                };
+                writeln!(
+                    out,
+                    "replay ({}): {verdict}: {} — {}",
+                    o.backend, o.summary, cause.title
+                )?;
+                any = true;
+            }
+        }
+    }
+    if !any {
+        writeln!(
+            out,
+            "replay: no cause of this diagnosis names a check to run on the snapshot"
+        )?;
+    }
+    Ok(())
 }

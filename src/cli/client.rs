@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use crate::api::snapshots::Accepted;
 use crate::model::Diagnosis;
 
 /// Where and how to submit.
@@ -46,34 +47,14 @@ pub fn submit(s: &Submission<'_>, mut log: impl Read) -> anyhow::Result<Submitte
         url.push_str("&project=");
         url.push_str(&percent_encode(project));
     }
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(120)))
-        .build()
-        .into();
-    let mut request = agent
-        .post(&url)
-        .header("content-type", "text/plain; charset=utf-8");
-    if let Some(token) = s.token {
-        request = request.header("authorization", &format!("Bearer {token}"));
-    }
-    let mut response = request
-        .send(&body[..])
-        .with_context(|| format!("cannot reach {}", s.server))?;
-    let status = response.status();
-    let text = response
-        .body_mut()
-        .with_config()
-        .limit(64 << 20)
-        .read_to_string()
-        .context("cannot read the server's answer")?;
-    if !status.is_success() {
-        let detail = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v["detail"].as_str().map(str::to_owned))
-            .unwrap_or(text);
-        bail!("the server answered {status}: {detail}");
-    }
+    let post = Post {
+        url: &url,
+        server: s.server,
+        token: s.token,
+        content_type: "text/plain; charset=utf-8",
+        timeout: Duration::from_secs(120),
+    };
+    let text = post.send(&body).context("the server refused the log")?;
     let answer: crate::api::AnalyzeResponse =
         serde_json::from_str(&text).context("the server's answer is not a diagnosis")?;
     Ok(Submitted {
@@ -82,6 +63,79 @@ pub fn submit(s: &Submission<'_>, mut log: impl Read) -> anyhow::Result<Submitte
         group_id: answer.group_id,
         new_group: answer.new_group,
     })
+}
+
+/// Attaches a snapshot to a stored incident (raw body, its parameters in the query string) and
+/// returns the replay job the server queued.
+pub fn upload_snapshot(
+    server: &str,
+    token: Option<&str>,
+    incident: i64,
+    snapshot: &[u8],
+    params: &[(String, String)],
+) -> anyhow::Result<Accepted> {
+    let mut url = format!(
+        "{}/api/v1/incidents/{incident}/snapshots",
+        server.trim_end_matches('/')
+    );
+    let query: Vec<String> = params
+        .iter()
+        .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
+        .collect();
+    if !query.is_empty() {
+        url.push('?');
+        url.push_str(&query.join("&"));
+    }
+    let post = Post {
+        url: &url,
+        server,
+        token,
+        content_type: "application/octet-stream",
+        timeout: Duration::from_secs(600),
+    };
+    let text = post.send(snapshot).context("the server refused the snapshot")?;
+    serde_json::from_str(&text).context("the server's answer to the snapshot upload is not understood")
+}
+
+/// One POST to the server; a non-2xx answer becomes an error carrying the server's `detail`.
+struct Post<'a> {
+    url: &'a str,
+    server: &'a str,
+    token: Option<&'a str>,
+    content_type: &'a str,
+    timeout: Duration,
+}
+
+impl Post<'_> {
+    fn send(&self, body: &[u8]) -> anyhow::Result<String> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(self.timeout))
+            .build()
+            .into();
+        let mut request = agent.post(self.url).header("content-type", self.content_type);
+        if let Some(token) = self.token {
+            request = request.header("authorization", &format!("Bearer {token}"));
+        }
+        let mut response = request
+            .send(body)
+            .with_context(|| format!("cannot reach {}", self.server))?;
+        let status = response.status();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_string()
+            .context("cannot read the server's answer")?;
+        if !status.is_success() {
+            let detail = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["detail"].as_str().map(str::to_owned))
+                .unwrap_or(text);
+            bail!("{status}: {detail}");
+        }
+        Ok(text)
+    }
 }
 
 fn percent_encode(s: &str) -> String {

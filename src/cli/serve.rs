@@ -23,7 +23,8 @@ pub struct ConfigArgs {
 }
 
 impl ConfigArgs {
-    fn load(&self) -> anyhow::Result<Config> {
+    /// The configuration: defaults < file < environment < `--database`.
+    pub(super) fn load(&self) -> anyhow::Result<Config> {
         let mut config = Config::load(self.config.as_deref(), |name| std::env::var(name).ok())?;
         if let Some(db) = &self.database {
             config.database = db.clone();
@@ -51,6 +52,42 @@ pub struct ServeArgs {
     rate_limit: Option<u32>,
     #[command(flatten)]
     rules: RulesOption,
+    /// Run no replay worker in this process (standalone `faultline worker`s do the jobs).
+    #[arg(long)]
+    no_worker: bool,
+    #[command(flatten)]
+    snapshots: SnapshotArgs,
+}
+
+/// Where snapshots are kept, shared by `serve` and `worker`.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Snapshot storage: a folder, or s3://bucket/prefix (endpoint and credentials from AWS_*
+    /// variables); default: a `snapshots` folder beside the SQLite file.
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
+    snapshot_store: Option<String>,
+    /// Keep only what snapshots hold and the check results, not their tensors (each file is
+    /// deleted once its job has finished).
+    #[arg(long)]
+    snapshot_summary_only: bool,
+    /// Delete snapshot files older than this many days (0 keeps them).
+    #[arg(long, value_name = "DAYS")]
+    snapshot_retention_days: Option<u32>,
+}
+
+impl SnapshotArgs {
+    /// Applies the flags to `config`.
+    pub(super) fn apply(&self, config: &mut Config) {
+        if let Some(store) = &self.snapshot_store {
+            config.snapshot_store = store.clone();
+        }
+        if self.snapshot_summary_only {
+            config.snapshot_summary_only = true;
+        }
+        if let Some(days) = self.snapshot_retention_days {
+            config.snapshot_retention_days = days;
+        }
+    }
 }
 
 /// Arguments of `faultline migrate`.
@@ -79,14 +116,16 @@ enum TokenCommand {
     },
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// A multi-threaded async runtime.
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")
 }
 
-fn init_logging() {
+/// Logs to standard error, filtered by `FAULTLINE_LOG` (default `info`).
+pub(super) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FAULTLINE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
@@ -113,6 +152,10 @@ pub(super) fn serve(args: &ServeArgs, out: &mut impl Write) -> anyhow::Result<u8
     if args.rules.dir.is_some() {
         config.rules = args.rules.dir.clone();
     }
+    if args.no_worker {
+        config.embedded_worker = false;
+    }
+    args.snapshots.apply(&mut config);
     let rules = super::load_rules(config.rules.as_deref())?;
     runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.bind)

@@ -8,18 +8,32 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use super::Backend;
 
 /// (version, description, SQL) for SQLite.
-const SQLITE: &[(i64, &str, &str)] = &[(
-    1,
-    "knowledge base",
-    include_str!("../../migrations/sqlite/0001_knowledge_base.sql"),
-)];
+const SQLITE: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "knowledge base",
+        include_str!("../../migrations/sqlite/0001_knowledge_base.sql"),
+    ),
+    (
+        2,
+        "replay",
+        include_str!("../../migrations/sqlite/0002_replay.sql"),
+    ),
+];
 
 /// (version, description, SQL) for PostgreSQL: the same versions as SQLite.
-const POSTGRES: &[(i64, &str, &str)] = &[(
-    1,
-    "knowledge base",
-    include_str!("../../migrations/postgres/0001_knowledge_base.sql"),
-)];
+const POSTGRES: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "knowledge base",
+        include_str!("../../migrations/postgres/0001_knowledge_base.sql"),
+    ),
+    (
+        2,
+        "replay",
+        include_str!("../../migrations/postgres/0002_replay.sql"),
+    ),
+];
 
 /// The migrator of a backend.
 pub fn migrator(backend: Backend) -> Migrator {

@@ -9,6 +9,7 @@ pub mod codec;
 mod migrations;
 pub mod queries;
 pub mod redact;
+pub mod replay;
 pub mod rows;
 pub mod tokens;
 pub mod writer;

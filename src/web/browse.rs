@@ -8,10 +8,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::pages::{
-    GroupPage, GroupRow, GroupsPage, Home, IncidentPage, IncidentRow, IncidentsPage, NoteView, ProjectView,
-    RuleHead, RulePage, RuleRow, RulesPage, VERSION,
+    CheckView, GroupPage, GroupRow, GroupsPage, Home, IncidentPage, IncidentRow, IncidentsPage, NoteView,
+    ProjectView, ReplayJobView, RuleHead, RulePage, RuleRow, RulesPage, VERSION,
 };
-use super::views::{FindingView, chart, fold_log, safe_url, when};
+use super::views::{FindingView, chart, fold_log, safe_url, verdict_word, when};
 use super::{Csrf, WebError, human_bytes};
 use crate::api::rules::rule_detail;
 use crate::api::{ApiError, AppState};
@@ -153,6 +153,7 @@ pub(super) async fn incidents(
 #[serde(default)]
 pub(super) struct IncidentQuery {
     feedback: String,
+    snapshot: String,
 }
 
 pub(super) async fn incident(
@@ -179,6 +180,7 @@ pub(super) async fn incident(
         .map(FindingView::from)
         .collect();
     let similar = state.store.similar(detail.incident.id, 5).await?;
+    let replay = replay_views(&state, detail.incident.id).await?;
     let feedback = detail
         .feedback
         .iter()
@@ -224,7 +226,75 @@ pub(super) async fn incident(
             .collect(),
         fingerprint: d.fingerprint.clone(),
         similar: similar.into_iter().map(incident_row).collect(),
+        replay,
+        snapshot_queued: query.snapshot == "queued",
+        max_snapshot: human_bytes(state.config.snapshot_max_bytes),
     })
+}
+
+/// The replay jobs of an incident with their snapshots, for its page.
+async fn replay_views(state: &AppState, incident_id: i64) -> Result<Vec<ReplayJobView>, WebError> {
+    let snapshots = state.store.snapshots_of_incident(incident_id).await?;
+    let jobs = state.store.jobs_of_incident(incident_id).await?;
+    Ok(jobs
+        .into_iter()
+        .map(|job| {
+            let snapshot = snapshots.iter().find(|s| s.id == job.snapshot_id);
+            let describe = snapshot.map_or_else(String::new, |s| {
+                let tensors: Vec<String> = s
+                    .summary
+                    .tensors
+                    .iter()
+                    .take(8)
+                    .map(|t| format!("{} {} {:?}", t.name, t.dtype.torch_name(), t.shape))
+                    .collect();
+                let more = s.summary.tensors.len().saturating_sub(8);
+                format!(
+                    "{}, {}: {}{}",
+                    serde_json::to_value(s.format)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    human_bytes(usize::try_from(s.bytes).unwrap_or(0)),
+                    tensors.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )
+            });
+            ReplayJobView {
+                id: job.id,
+                state: job.state.as_str(),
+                attempts: job.attempts,
+                error: job.error,
+                snapshot: describe,
+                params: snapshot
+                    .map(|s| {
+                        s.summary
+                            .params
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .unwrap_or_default(),
+                stored: snapshot.is_some_and(|s| s.stored),
+                when: when(job.created_at),
+                results: job
+                    .results
+                    .into_iter()
+                    .map(|r| CheckView {
+                        check: r.check,
+                        verdict: verdict_word(r.verdict),
+                        summary: r.summary,
+                        backend: r.backend,
+                    })
+                    .collect(),
+            }
+        })
+        .collect())
 }
 
 pub(super) async fn raw_log(

@@ -12,6 +12,7 @@ use super::session::{SESSION_COOKIE, csrf_ok, set_cookie};
 use super::{Csrf, Visitor, WebError};
 use crate::api::analyze::analyze_and_store;
 use crate::api::rules::backtest_candidate;
+use crate::api::snapshots::{parse_params_part, store_snapshot};
 use crate::api::{ApiError, AppState};
 use crate::kb::queries::FeedbackInput;
 use crate::kb::rows::Verdict;
@@ -77,6 +78,43 @@ pub(super) async fn analyze(
     let outcome = analyze_and_store(&state, log, meta, true).await?;
     let id = outcome.incident_id.unwrap_or_default();
     Ok(Redirect::to(&format!("/incidents/{id}")).into_response())
+}
+
+/// A snapshot attached from the incident page (multipart: csrf, snapshot file, params text).
+pub(super) async fn snapshot(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+    mut form: Multipart,
+) -> Result<Response, WebError> {
+    let id: i64 = raw
+        .parse()
+        .map_err(|_| WebError(ApiError::NotFound(format!("There is no incident {raw}."))))?;
+    let limit = state.config.snapshot_max_bytes;
+    let (mut csrf, mut data, mut params) = (String::new(), None, None);
+    while let Some(field) = form.next_field().await.map_err(|e| multipart_error(e, limit))? {
+        let name = field.name().unwrap_or_default().to_owned();
+        let bytes = field.bytes().await.map_err(|e| multipart_error(e, limit))?;
+        match name.as_str() {
+            "csrf" => csrf = String::from_utf8_lossy(&bytes).into_owned(),
+            "snapshot" if !bytes.is_empty() => data = Some(bytes),
+            "params" if !bytes.iter().all(u8::is_ascii_whitespace) => params = Some(bytes),
+            _ => {}
+        }
+    }
+    check_csrf(&headers, &csrf)?;
+    state.store.require_incident(id).await?;
+    let data = data.ok_or_else(|| {
+        WebError(ApiError::Unprocessable(
+            "No snapshot file was chosen: pick a .safetensors or .npz file.".into(),
+        ))
+    })?;
+    let params = match params {
+        Some(text) => parse_params_part(&text)?,
+        None => serde_json::Value::Object(serde_json::Map::new()),
+    };
+    store_snapshot(&state, id, data, params).await?;
+    Ok(Redirect::to(&format!("/incidents/{id}?snapshot=queued#replay-h")).into_response())
 }
 
 #[derive(Debug, Deserialize)]

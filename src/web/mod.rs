@@ -48,6 +48,7 @@ impl Visitor {
 
 /// The pages and their assets.
 pub fn router(state: AppState) -> Router<AppState> {
+    let snapshot_limit = axum::extract::DefaultBodyLimit::max(state.config.snapshot_max_bytes);
     Router::new()
         .route("/", get(browse::home))
         .route("/analyze", post(forms::analyze))
@@ -55,6 +56,10 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/incidents/{id}", get(browse::incident))
         .route("/incidents/{id}/log", get(browse::raw_log))
         .route("/incidents/{id}/feedback", post(forms::feedback))
+        .route(
+            "/incidents/{id}/snapshots",
+            post(forms::snapshot).layer(snapshot_limit),
+        )
         .route("/groups", get(browse::groups))
         .route("/groups/{id}", get(browse::group))
         .route("/groups/{id}/notes", post(forms::note))

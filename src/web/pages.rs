@@ -126,6 +126,48 @@ pub struct IncidentPage {
     pub fingerprint: Option<String>,
     /// Similar incidents.
     pub similar: Vec<IncidentRow>,
+    /// Replay jobs on snapshots of this incident, newest first.
+    pub replay: Vec<ReplayJobView>,
+    /// A snapshot was just uploaded.
+    pub snapshot_queued: bool,
+    /// Snapshot upload limit in words.
+    pub max_snapshot: String,
+}
+
+/// A replay job as the incident page shows it.
+#[derive(Debug, Clone)]
+pub struct ReplayJobView {
+    /// Job id.
+    pub id: i64,
+    /// `queued`, `running`, `done`, `failed`.
+    pub state: &'static str,
+    /// Leases taken.
+    pub attempts: i64,
+    /// The last error.
+    pub error: Option<String>,
+    /// The snapshot in words (format, size, tensors).
+    pub snapshot: String,
+    /// Its parameters (`num_classes=2`).
+    pub params: String,
+    /// Whether its tensors are still stored.
+    pub stored: bool,
+    /// When it was uploaded.
+    pub when: String,
+    /// The check results.
+    pub results: Vec<CheckView>,
+}
+
+/// One check result.
+#[derive(Debug, Clone)]
+pub struct CheckView {
+    /// Check name.
+    pub check: String,
+    /// `confirmed`, `refuted`, `inconclusive`.
+    pub verdict: &'static str,
+    /// The summary sentence.
+    pub summary: String,
+    /// Where it ran.
+    pub backend: String,
 }
 
 /// `/incidents`.

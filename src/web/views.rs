@@ -237,6 +237,8 @@ pub struct CauseView {
     pub detail: String,
     /// Replay check that can confirm it.
     pub check: Option<String>,
+    /// What a replay said: (`confirmed` / `refuted` / `inconclusive`, summary sentence, backend).
+    pub outcome: Option<(&'static str, String, String)>,
 }
 
 /// A fix.
@@ -282,6 +284,10 @@ impl From<&Finding> for FindingView {
                     title: c.title.clone(),
                     detail: c.detail.clone(),
                     check: c.replay.as_ref().map(|r| r.check.clone()),
+                    outcome: c
+                        .outcome
+                        .as_ref()
+                        .map(|o| (verdict_word(o.verdict), o.summary.clone(), o.backend.clone())),
                 })
                 .collect(),
             fixes: f
@@ -295,6 +301,15 @@ impl From<&Finding> for FindingView {
             next_artifact: f.next_artifact.clone(),
             symptom_of: f.symptom_of.clone(),
         }
+    }
+}
+
+/// `confirmed`, `refuted`, `inconclusive`.
+pub fn verdict_word(verdict: crate::model::Verdict) -> &'static str {
+    match verdict {
+        crate::model::Verdict::Confirmed => "confirmed",
+        crate::model::Verdict::Refuted => "refuted",
+        crate::model::Verdict::Inconclusive => "inconclusive",
     }
 }
 

@@ -1,0 +1,245 @@
+//! Tensor snapshots and replay jobs: `POST /api/v1/incidents/{id}/snapshots` (a raw safetensors /
+//! `.npz` body with parameters in the query string, or multipart with a `snapshot` file part and
+//! an optional `params` JSON part) and `GET /api/v1/replay/jobs/{id}`.
+//!
+//! A snapshot is validated before anything is stored, then written to the object store, then
+//! recorded with its job in one transaction; only then is it acknowledged (202).
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Extension, FromRequest, Multipart, Request, State};
+use axum::http::{StatusCode, header};
+use serde::{Deserialize, Serialize};
+
+use super::extract::{PathParams, QueryParams};
+use super::{ApiError, ApiResult, AppState, Caller};
+use crate::kb::codec::sha256_hex;
+use crate::kb::replay::{Job, NewSnapshot, SnapshotRecord};
+use crate::objects::ObjectError;
+use crate::replay::snapshot::SnapshotSummary;
+use crate::replay::{Limits, Snapshot};
+
+/// The answer to an upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accepted {
+    /// The stored snapshot.
+    pub snapshot_id: i64,
+    /// The replay job queued for it.
+    pub job_id: i64,
+    /// Where to follow the job.
+    pub status_url: String,
+}
+
+/// A job with its snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobStatus {
+    /// The job: state, attempts, results, error.
+    #[serde(flatten)]
+    pub job: Job,
+    /// The snapshot it checks.
+    pub snapshot: SnapshotRecord,
+}
+
+/// A snapshot read from a request, before validation.
+struct Upload {
+    data: Bytes,
+    params: serde_json::Value,
+}
+
+pub(super) async fn upload(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    PathParams(incident_id): PathParams<i64>,
+    QueryParams(query): QueryParams<BTreeMap<String, String>>,
+    request: Request,
+) -> ApiResult<(StatusCode, Json<Accepted>)> {
+    caller.require()?;
+    state.store.require_incident(incident_id).await?;
+    let upload = read_upload(&state, query, request).await?;
+    let accepted = store_snapshot(&state, incident_id, upload.data, upload.params).await?;
+    Ok((StatusCode::ACCEPTED, Json(accepted)))
+}
+
+/// Validates a snapshot, writes its file, records it with a queued job: what was accepted.
+/// Shared by the API and the page form.
+pub async fn store_snapshot(
+    state: &AppState,
+    incident_id: i64,
+    data: Bytes,
+    params: serde_json::Value,
+) -> ApiResult<Accepted> {
+    let limits = Limits {
+        max_bytes: state.config.snapshot_max_bytes as u64,
+        ..Limits::default()
+    };
+    let checked = data.clone();
+    let params_json = params.to_string();
+    let (summary, sha256) = tokio::task::spawn_blocking(move || validate(checked, &params_json, &limits))
+        .await
+        .map_err(|e| ApiError::Internal(format!("snapshot validation task failed: {e}")))??;
+    let bytes = data.len() as i64;
+    state.snapshots.put(&sha256, data).await.map_err(|e| match e {
+        ObjectError::Disabled => ApiError::Unavailable("this server keeps no snapshots".into()),
+        other => ApiError::Unavailable(format!("the snapshot could not be stored: {other}")),
+    })?;
+    let snapshot = NewSnapshot {
+        incident_id,
+        sha256,
+        bytes,
+        summary,
+        params,
+        stored: true,
+    };
+    let (snapshot_id, job_id) = state
+        .store
+        .submit_snapshot(&snapshot, state.config.replay_max_attempts)
+        .await?;
+    Ok(Accepted {
+        snapshot_id,
+        job_id,
+        status_url: format!("/api/v1/replay/jobs/{job_id}"),
+    })
+}
+
+/// Reads and validates the snapshot (CPU work): its summary and SHA-256.
+fn validate(data: Bytes, params: &str, limits: &Limits) -> ApiResult<(SnapshotSummary, String)> {
+    if data.is_empty() {
+        return Err(ApiError::Unprocessable("the snapshot is empty".into()));
+    }
+    let invalid = |e: crate::replay::SnapshotError| ApiError::Unprocessable(format!("invalid snapshot: {e}"));
+    let sha256 = sha256_hex(&data);
+    let mut snapshot = Snapshot::from_bytes(data.into(), limits).map_err(invalid)?;
+    if params != "{}" {
+        snapshot = snapshot.with_params(params.as_bytes(), limits).map_err(invalid)?;
+    }
+    Ok((snapshot.summary(), sha256))
+}
+
+async fn read_upload(
+    state: &AppState,
+    query: BTreeMap<String, String>,
+    request: Request,
+) -> ApiResult<Upload> {
+    let limit = state.config.snapshot_max_bytes;
+    let too_large = |status: StatusCode, text: String| {
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge { limit }
+        } else {
+            ApiError::BadRequest(text)
+        }
+    };
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    match content_type.as_deref() {
+        None | Some("application/octet-stream") => {
+            let data = Bytes::from_request(request, state)
+                .await
+                .map_err(|e| too_large(e.status(), e.body_text()))?;
+            Ok(Upload {
+                data,
+                params: params_from_query(query),
+            })
+        }
+        Some("multipart/form-data") => {
+            let mut form = Multipart::from_request(request, state)
+                .await
+                .map_err(|e| too_large(e.status(), e.body_text()))?;
+            let (mut data, mut params) = (None, None);
+            while let Some(field) = form
+                .next_field()
+                .await
+                .map_err(|e| too_large(e.status(), e.body_text()))?
+            {
+                let name = field.name().unwrap_or_default().to_owned();
+                let bytes = field
+                    .bytes()
+                    .await
+                    .map_err(|e| too_large(e.status(), e.body_text()))?;
+                match name.as_str() {
+                    "snapshot" => data = Some(bytes),
+                    "params" if !bytes.iter().all(u8::is_ascii_whitespace) => {
+                        params = Some(parse_params_part(&bytes)?)
+                    }
+                    _ => {}
+                }
+            }
+            let data =
+                data.ok_or_else(|| ApiError::Unprocessable("the form has no `snapshot` file part".into()))?;
+            Ok(Upload {
+                data,
+                params: params.unwrap_or_else(|| params_from_query(query)),
+            })
+        }
+        Some(other) => Err(ApiError::UnsupportedMediaType(format!(
+            "send the snapshot as application/octet-stream or multipart/form-data, not {other}"
+        ))),
+    }
+}
+
+/// Query parameters as a JSON object of strings.
+fn params_from_query(query: BTreeMap<String, String>) -> serde_json::Value {
+    serde_json::Value::Object(
+        query
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::Value::String(v)))
+            .collect(),
+    )
+}
+
+/// The `params` part: a JSON object, or `key=value` lines (the page form takes either).
+pub fn parse_params_part(bytes: &[u8]) -> ApiResult<serde_json::Value> {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    if text.starts_with('{') {
+        return serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| ApiError::Unprocessable(format!("invalid snapshot: parameters: {e}")));
+    }
+    let mut map = serde_json::Map::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match line.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                map.insert(
+                    k.trim().to_owned(),
+                    serde_json::Value::String(v.trim().to_owned()),
+                );
+            }
+            _ => {
+                return Err(ApiError::Unprocessable(format!(
+                    "invalid snapshot: parameters: {line:?} is not key=value (or send a JSON object)"
+                )));
+            }
+        }
+    }
+    Ok(serde_json::Value::Object(map))
+}
+
+pub(super) async fn job(
+    State(state): State<AppState>,
+    PathParams(id): PathParams<i64>,
+) -> ApiResult<Json<JobStatus>> {
+    let job = state.store.job(id).await?;
+    let snapshot = state.store.snapshot(job.snapshot_id).await?;
+    Ok(Json(JobStatus { job, snapshot }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_params_part_is_json_or_key_value_lines() {
+        let json = parse_params_part(br#"{"num_classes": 2}"#).ok();
+        assert_eq!(json, Some(serde_json::json!({"num_classes": 2})));
+        let lines = parse_params_part(b"num_classes=2\n role.labels = y \n").ok();
+        assert_eq!(
+            lines,
+            Some(serde_json::json!({"num_classes": "2", "role.labels": "y"}))
+        );
+        assert!(parse_params_part(b"num_classes").is_err());
+    }
+}
