@@ -117,6 +117,52 @@ fn a_finding_with_causes_the_snapshot_cannot_check_keeps_its_pattern_tier() {
     );
 }
 
+const CUBLAS_LOG: &str = "RuntimeError: CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling `cublasGemmEx( handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, ldc, CUDA_R_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP)`\n";
+
+#[test]
+fn mixed_matmul_dtypes_confirm_the_dtype_cause_of_invalid_value_and_refute_the_others() {
+    let mut diagnosis = faultline::diagnose::analyze_str(&rules(), CUBLAS_LOG);
+    let zeros = |name: &str, dtype: DType, shape: Vec<u64>| {
+        let bytes = vec![0; shape.iter().product::<u64>() as usize * dtype.size()];
+        (name.to_string(), dtype, shape, bytes)
+    };
+    let snapshot = Snapshot::from_tensors(
+        Format::Safetensors,
+        vec![
+            zeros("a", DType::F16, vec![8, 16]),
+            zeros("b", DType::F32, vec![16, 4]),
+        ],
+        BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    replay_diagnosis(&mut diagnosis, &snapshot, &Cpu::new());
+    let Some(finding) = diagnosis
+        .findings
+        .iter()
+        .find(|f| f.rule == "cublas.invalid_value")
+    else {
+        panic!("the log is no longer diagnosed as cublas.invalid_value");
+    };
+    assert_eq!(finding.tier, EvidenceTier::Confirmed);
+    let verdict_of = |title_start: &str| {
+        finding
+            .causes
+            .iter()
+            .find(|c| c.title.starts_with(title_start))
+            .and_then(|c| c.outcome.as_ref())
+            .map(|o| (o.verdict, o.summary.clone()))
+            .unwrap_or_else(|| panic!("no replayed cause {title_start}"))
+    };
+    let (verdict, summary) = verdict_of("Operands with mixed");
+    assert_eq!(verdict, Verdict::Confirmed, "{summary}");
+    assert!(
+        summary.contains("operand dtypes differ (float16 and float32)"),
+        "{summary}"
+    );
+    assert_eq!(verdict_of("A stride or leading dimension").0, Verdict::Refuted);
+    assert_eq!(verdict_of("A size beyond 32-bit").0, Verdict::Refuted);
+}
+
 #[test]
 fn the_embedded_rules_name_only_known_checks_and_parameters() {
     let lints = lint(&rules());

@@ -293,6 +293,12 @@ pub const CHECKS: &[CheckInfo] = &[
                 default: "b",
                 help: "right operand",
             },
+            ParamInfo {
+                name: "aspect",
+                aliases: &[],
+                default: "all",
+                help: "what the cause blames: dtype, layout (shapes, strides, leading dimensions), size (32-bit limits), device, or all",
+            },
         ],
         per_tensor: &["stride.", "device."],
     },
@@ -1151,7 +1157,7 @@ fn operand(ctx: &mut Ctx<'_>, role: &str, t: &TensorRef<'_>) -> Result<Operand, 
 }
 
 /// What cuBLAS would refuse in `call` (its own argument checks).
-pub fn judge_gemm(call: &GemmCall) -> Vec<String> {
+pub fn judge_gemm(call: &GemmCall) -> Vec<GemmProblem> {
     let mut problems = Vec::new();
     let max = i64::from(i32::MAX);
     for (name, v) in [
@@ -1163,10 +1169,11 @@ pub fn judge_gemm(call: &GemmCall) -> Vec<String> {
         ("ldc", call.ldc),
     ] {
         if v < 0 {
-            problems.push(format!("{name} = {v} < 0"));
+            problems.push(GemmProblem::new(GemmAspect::Layout, format!("{name} = {v} < 0")));
         } else if v > max {
-            problems.push(format!(
-                "{name} = {v} exceeds the 32-bit int cuBLAS takes ({max})"
+            problems.push(GemmProblem::new(
+                GemmAspect::Size,
+                format!("{name} = {v} exceeds the 32-bit int cuBLAS takes ({max})"),
             ));
         }
     }
@@ -1178,25 +1185,74 @@ pub fn judge_gemm(call: &GemmCall) -> Vec<String> {
         ("ldc", call.ldc, call.m),
     ] {
         if ld < need.max(1) {
-            problems.push(format!(
-                "{name} = {ld} < {} (cuBLAS needs at least the rows it reads)",
-                need.max(1)
+            problems.push(GemmProblem::new(
+                GemmAspect::Layout,
+                format!(
+                    "{name} = {ld} < {} (cuBLAS needs at least the rows it reads)",
+                    need.max(1)
+                ),
             ));
         }
     }
     if call.a_dtype != call.b_dtype {
-        problems.push(format!(
-            "operand dtypes differ ({} and {})",
-            call.b_dtype.torch_name(),
-            call.a_dtype.torch_name()
+        problems.push(GemmProblem::new(
+            GemmAspect::Dtype,
+            format!(
+                "operand dtypes differ ({} and {})",
+                call.b_dtype.torch_name(),
+                call.a_dtype.torch_name()
+            ),
         ));
     } else if !matches!(call.a_dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64) {
-        problems.push(format!(
-            "{} is not a dtype torch multiplies with cuBLAS (float16, bfloat16, float32, float64)",
-            call.a_dtype.torch_name()
+        problems.push(GemmProblem::new(
+            GemmAspect::Dtype,
+            format!(
+                "{} is not a dtype torch multiplies with cuBLAS (float16, bfloat16, float32, float64)",
+                call.a_dtype.torch_name()
+            ),
         ));
     }
     problems
+}
+
+/// What a cuBLAS argument problem is about, so a rule's cause can blame one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmAspect {
+    /// Operand dtypes (mixed, or not a cuBLAS type).
+    Dtype,
+    /// Shapes, strides and leading dimensions.
+    Layout,
+    /// Sizes past the 32-bit integers cuBLAS takes.
+    Size,
+    /// Operands on different devices.
+    Device,
+}
+
+impl GemmAspect {
+    /// The `aspect` parameter's value for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmAspect::Dtype => "dtype",
+            GemmAspect::Layout => "layout",
+            GemmAspect::Size => "size",
+            GemmAspect::Device => "device",
+        }
+    }
+}
+
+/// One reason cuBLAS (or torch before it) refuses a matrix multiply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GemmProblem {
+    /// What it is about.
+    pub aspect: GemmAspect,
+    /// What is wrong, in one phrase.
+    pub text: String,
+}
+
+impl GemmProblem {
+    fn new(aspect: GemmAspect, text: String) -> Self {
+        GemmProblem { aspect, text }
+    }
 }
 
 fn gemm_text(c: &GemmCall) -> String {
@@ -1217,6 +1273,21 @@ fn gemm_text(c: &GemmCall) -> String {
 fn gemm(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
     let a_role = ctx.text("a", "a");
     let b_role = ctx.text("b", "b");
+    let focus = ctx.text("aspect", "all");
+    if focus != "all"
+        && ![
+            GemmAspect::Dtype,
+            GemmAspect::Layout,
+            GemmAspect::Size,
+            GemmAspect::Device,
+        ]
+        .iter()
+        .any(|a| a.name() == focus)
+    {
+        return Err(ReplayError::Check(format!(
+            "aspect = {focus:?}: expected dtype, layout, size, device or all"
+        )));
+    }
     let (a, b) = match (ctx.find(&a_role), ctx.find(&b_role)) {
         (Some(a), Some(b)) => (a, b),
         (None, _) => return Ok(Found::inconclusive(ctx.missing(&a_role))),
@@ -1248,7 +1319,10 @@ fn gemm(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
         .collect();
     if let [Some(da), Some(db)] = devices.as_slice() {
         if da != db {
-            problems.push(format!("mixed devices: {} on {da}, {} on {db}", a.name, b.name));
+            problems.push(GemmProblem::new(
+                GemmAspect::Device,
+                format!("mixed devices: {} on {da}, {} on {db}", a.name, b.name),
+            ));
         } else if !da.starts_with("cuda") {
             return with(Found::inconclusive(format!(
                 "{what}: both on {da}, so no cuBLAS call was made"
@@ -1263,17 +1337,24 @@ fn gemm(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
         .zip(bb.iter().rev())
         .all(|(x, y)| x == y || *x == 1 || *y == 1);
     if !broadcast {
-        problems.push(format!(
-            "batch dims {} and {} do not broadcast",
-            shape_text(ba),
-            shape_text(bb)
+        problems.push(GemmProblem::new(
+            GemmAspect::Layout,
+            format!(
+                "batch dims {} and {} do not broadcast",
+                shape_text(ba),
+                shape_text(bb)
+            ),
         ));
     }
     if pa.cols != pb.rows {
-        problems.push(format!("inner dimensions differ ({} vs {}): torch refuses it before cuBLAS (\"shapes cannot be multiplied\")", pa.cols, pb.rows));
-        let mut f = Found::new(Verdict::Confirmed, format!("{what}: {}", problems.join("; ")));
-        f.offending = problems.len() as u64;
-        return with(f);
+        problems.push(GemmProblem::new(
+            GemmAspect::Layout,
+            format!(
+                "inner dimensions differ ({} vs {}): torch refuses it before cuBLAS (\"shapes cannot be multiplied\")",
+                pa.cols, pb.rows
+            ),
+        ));
+        return with(gemm_verdict(&what, &focus, &problems, None, String::new()));
     }
     // Row-major C = A @ B is column-major C^T = B^T A^T: cuBLAS's A is b, its B is a.
     let call = GemmCall {
@@ -1304,38 +1385,80 @@ fn gemm(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
         }
     }
     let call_text = gemm_text(&call);
-    let mut found = if let Some(status) = failed_status {
-        Found::new(
-            Verdict::Confirmed,
-            format!("{what}: cuBLAS returned {status} for {call_text}"),
-        )
-    } else if !problems.is_empty() {
-        Found::new(
-            Verdict::Confirmed,
-            format!("{what}: {} in {call_text}{real}", problems.join("; ")),
-        )
-    } else if call.m == 0 || call.n == 0 || call.k == 0 {
-        Found::new(
-            Verdict::Refuted,
-            format!("{what} is an empty product: torch makes no cuBLAS call"),
-        )
-    } else {
-        let unknown = if devices.iter().any(Option::is_none) {
-            " (devices not recorded)"
+    let mut found = if problems.is_empty() && failed_status.is_none() {
+        if call.m == 0 || call.n == 0 || call.k == 0 {
+            Found::new(
+                Verdict::Refuted,
+                format!("{what} is an empty product: torch makes no cuBLAS call"),
+            )
         } else {
-            ""
-        };
-        Found::new(
-            Verdict::Refuted,
-            format!(
-                "{what} ({}) is a valid call: {call_text}{real}; the cuBLAS error comes from elsewhere{unknown}",
-                a.dtype.torch_name()
-            ),
+            let unknown = if devices.iter().any(Option::is_none) {
+                " (devices not recorded)"
+            } else {
+                ""
+            };
+            Found::new(
+                Verdict::Refuted,
+                format!(
+                    "{what} ({}) is a valid call: {call_text}{real}; the cuBLAS error comes from elsewhere{unknown}",
+                    a.dtype.torch_name()
+                ),
+            )
+        }
+    } else {
+        gemm_verdict(
+            &what,
+            &focus,
+            &problems,
+            failed_status.as_deref(),
+            format!(" in {call_text}{real}"),
         )
     };
-    found.offending =
-        problems.len() as u64 + u64::from(found.verdict == Verdict::Confirmed && problems.is_empty());
+    if found.verdict == Verdict::Confirmed && found.offending == 0 {
+        found.offending = 1;
+    }
     with(found)
+}
+
+/// The verdict on the problems a gemm has, for a cause that blames `focus` (an aspect or `all`).
+/// `status` is a failed status of the real call, when the GPU made one.
+fn gemm_verdict(
+    what: &str,
+    focus: &str,
+    problems: &[GemmProblem],
+    status: Option<&str>,
+    context: String,
+) -> Found {
+    let (mine, others): (Vec<&GemmProblem>, Vec<&GemmProblem>) = problems
+        .iter()
+        .partition(|p| focus == "all" || p.aspect.name() == focus);
+    let join = |list: &[&GemmProblem]| {
+        list.iter()
+            .map(|p| p.text.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    if !mine.is_empty() {
+        let mut f = Found::new(Verdict::Confirmed, format!("{what}: {}{context}", join(&mine)));
+        f.offending = mine.len() as u64;
+        return f;
+    }
+    match (status, others.is_empty()) {
+        (Some(status), true) if focus == "all" => Found::new(
+            Verdict::Confirmed,
+            format!("{what}: cuBLAS returned {status}{context}"),
+        ),
+        (Some(status), true) => Found::inconclusive(format!(
+            "{what}: cuBLAS returned {status}{context}, yet the operands' {focus} is valid"
+        )),
+        _ => Found::new(
+            Verdict::Refuted,
+            format!(
+                "{what}: the operands' {focus} is valid; the call's problem is elsewhere: {}",
+                join(&others)
+            ),
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -1794,6 +1917,45 @@ mod tests {
             r.summary
         );
         assert_eq!(r.offending, 3);
+    }
+
+    #[test]
+    fn a_cause_that_blames_one_aspect_is_confirmed_only_by_problems_of_that_aspect() {
+        // A strided weight with a leading dimension cuBLAS refuses, in one dtype.
+        let snap = snapshot(
+            vec![zeros("x", DType::F16, &[2, 3]), zeros("w", DType::F16, &[3, 4])],
+            &[("stride.w", "2,1")],
+        );
+        let blame = |aspect: &str| {
+            check(
+                &spec("gemm", &[("a", "x"), ("b", "w"), ("aspect", aspect)]),
+                &snap,
+            )
+        };
+        let layout = blame("layout");
+        assert_eq!(layout.verdict, Verdict::Confirmed, "{}", layout.summary);
+        assert!(layout.summary.contains("lda = 2 < 4"), "{}", layout.summary);
+        let dtype = blame("dtype");
+        assert_eq!(dtype.verdict, Verdict::Refuted, "{}", dtype.summary);
+        assert!(
+            dtype
+                .summary
+                .contains("the operands' dtype is valid; the call's problem is elsewhere: lda = 2 < 4"),
+            "{}",
+            dtype.summary
+        );
+        let failing = run(
+            &spec("gemm", &[("aspect", "dtype")]),
+            &snapshot(
+                vec![zeros("a", DType::F32, &[2, 3]), zeros("b", DType::F32, &[3, 2])],
+                &[],
+            ),
+            &FakeGpu("CUBLAS_STATUS_INVALID_VALUE"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(failing.verdict, Verdict::Inconclusive, "{}", failing.summary);
+        let bad = run(&spec("gemm", &[("aspect", "colour")]), &snap, &Cpu::new());
+        assert!(matches!(bad, Err(ReplayError::Check(m)) if m.contains("expected dtype, layout")));
     }
 
     #[test]
