@@ -642,10 +642,12 @@ fn extremes(out: &ScanOutput, lo: i64, hi: i64) -> String {
     }
 }
 
-/// Parameter keys for the size of the table `role` indexes, most telling first.
+/// The parameter names that give the size of the table `role` indexes, most telling first: an
+/// embedding's rows (`num_embeddings`) before the config's `vocab_size`, which can disagree
+/// with them after tokens were added.
 fn size_keys(role: &str) -> Vec<&'static str> {
     let first: &[&'static str] = match role {
-        "input_ids" | "decoder_input_ids" | "ids" | "tokens" => &["vocab_size", "num_embeddings"],
+        "input_ids" | "decoder_input_ids" | "ids" | "tokens" => &["num_embeddings", "vocab_size"],
         "position_ids" => &["max_position_embeddings"],
         "token_type_ids" => &["type_vocab_size"],
         "labels" | "label" | "targets" | "target" => &["num_classes", "num_labels"],
@@ -975,7 +977,14 @@ fn shape_text(shape: &[u64]) -> String {
 /// A per-tensor parameter (`dtype.labels`) under the role or the tensor's own name.
 fn per_tensor(ctx: &mut Ctx<'_>, prefix: &str, role: &str, name: &str) -> Option<String> {
     let (role_key, name_key) = (format!("{prefix}.{role}"), format!("{prefix}.{name}"));
-    let (key, value) = ctx.lookup(&[role_key.as_str(), name_key.as_str()])?;
+    // `dtype.labels` speaks of the tensor named `labels` when there is one, even if the role
+    // `labels` was tied to another tensor (`role.labels = y`).
+    let keys: &[&str] = if role != name && ctx.snap.tensor(role).is_some() {
+        &[name_key.as_str()]
+    } else {
+        &[name_key.as_str(), role_key.as_str()]
+    };
+    let (key, value) = ctx.lookup(keys)?;
     ctx.used.insert(key, value.clone());
     Some(value)
 }
@@ -1827,6 +1836,25 @@ mod tests {
             r.summary,
             "logits [4, 3] float32 on cuda:0, labels [4] int64 on cuda:0: dtypes, devices and shapes agree"
         );
+    }
+
+    #[test]
+    fn per_tensor_metadata_belongs_to_the_tensor_of_that_name() {
+        // `role.labels = y` ties the role to `y`; `dtype.labels` describes the tensor named labels.
+        let snap = snapshot(
+            vec![
+                zeros("logits", DType::F32, &[4, 3]),
+                zeros("y", DType::I64, &[4]),
+                zeros("labels", DType::I32, &[4]),
+            ],
+            &[
+                ("role.labels", "y"),
+                ("dtype.labels", "int32"),
+                ("dtype.y", "int64"),
+            ],
+        );
+        let r = check(&spec("consistency", &[]), &snap);
+        assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
     }
 
     /// A backend whose cuBLAS answers `status`.
