@@ -112,6 +112,9 @@ pub fn router(state: AppState) -> Router {
     with_layers(routes(state.clone()).fallback(not_found), state)
 }
 
+/// The least time a snapshot upload is given, whatever the request timeout.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Body limit, timeout and request metrics around `routes`.
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let limit = state.config.max_body_bytes;
@@ -122,6 +125,12 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         .layer(middleware::from_fn(
             move |mut req: Request, next: Next| async move {
                 req.extensions_mut().insert(BodyLimit(limit));
+                // A snapshot upload (up to hundreds of MiB) may take minutes on a slow link.
+                let timeout = if req.uri().path().ends_with("/snapshots") {
+                    timeout.max(UPLOAD_TIMEOUT)
+                } else {
+                    timeout
+                };
                 match tokio::time::timeout(timeout, next.run(req)).await {
                     Ok(response) => response,
                     Err(_) => {
