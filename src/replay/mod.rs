@@ -183,6 +183,6 @@ fn open_gpu() -> Result<Box<dyn Backend>, ReplayError> {
     return gpu::open().map(|g| Box::new(g) as Box<dyn Backend>);
     #[cfg(not(feature = "cuda"))]
     Err(ReplayError::GpuUnavailable(
-        "built without the cuda feature".into(),
+        "this faultline was built without the GPU backend (build with `--features cuda`)".into(),
     ))
 }
