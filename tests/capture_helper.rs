@@ -6,6 +6,7 @@
 //! Needs a Python with numpy and safetensors: `FAULTLINE_PYTHON`, else `python3` when it has both.
 //! In CI (`CI` set) their absence fails the tests; by hand it skips them loudly.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -51,7 +52,9 @@ fn python() -> Option<&'static str> {
             !ci(),
             "CI is set but no Python with numpy and safetensors was found: set FAULTLINE_PYTHON (.ci/run does)"
         );
-        eprintln!(
+        // Straight to stderr: the test harness swallows eprintln! output of passing tests.
+        let _ = writeln!(
+            std::io::stderr(),
             "\n*** SKIPPED: the capture helper tests need a Python with numpy and safetensors; set FAULTLINE_PYTHON (e.g. target/ci-venv/bin/python) or pip install numpy safetensors. ***\n"
         );
     }

@@ -8,6 +8,7 @@ mod server;
 mod support;
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use faultline::config::Config;
@@ -322,7 +323,9 @@ fn s3_url() -> Option<String> {
             panic!("CI is set but TEST_S3_URL is not: the S3 storage tests must run in CI")
         }
         _ => {
-            eprintln!(
+            // Straight to stderr: the test harness swallows eprintln! output of passing tests.
+            let _ = writeln!(
+                std::io::stderr(),
                 "\n*** SKIPPED: S3 snapshot storage tests need TEST_S3_URL (a moto server, e.g. http://127.0.0.1:5000); .ci/run sets it. ***\n"
             );
             None

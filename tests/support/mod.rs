@@ -3,6 +3,7 @@
 
 pub mod webdriver;
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use faultline::kb::Store;
@@ -46,7 +47,9 @@ pub fn postgres_url() -> Option<String> {
             panic!("CI is set but TEST_POSTGRES_URL is not: the PostgreSQL tests must run in CI")
         }
         _ => {
-            eprintln!(
+            // Straight to stderr: the test harness swallows eprintln! output of passing tests.
+            let _ = writeln!(
+                std::io::stderr(),
                 "\n*** SKIPPED: PostgreSQL tests need TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:55432/postgres); .ci/run sets it. ***\n"
             );
             None
