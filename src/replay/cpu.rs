@@ -317,8 +317,37 @@ fn run<const N: usize, L: Lane>(
     }
 }
 
-/// Scans one contiguous part whose first element is at flat position `base`.
+/// Scans one contiguous part whose first element is at flat position `base`, with AVX2 where
+/// the CPU has it (the baseline x86-64 has no 64-bit integer vector compare).
 fn scan_part<const N: usize, L: Lane>(
+    elements: &[[u8; N]],
+    base: u64,
+    test: Test<L>,
+    read: impl Fn(&[u8; N]) -> L + Copy,
+) -> Partial<L> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[allow(unsafe_code)]
+        // SAFETY: scan_part_avx2 only needs the CPU to have AVX2, detected just above.
+        return unsafe { scan_part_avx2(elements, base, test, read) };
+    }
+    scan_part_portable(elements, base, test, read)
+}
+
+/// [`scan_part_portable`] compiled with AVX2 (it is inlined here).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn scan_part_avx2<const N: usize, L: Lane>(
+    elements: &[[u8; N]],
+    base: u64,
+    test: Test<L>,
+    read: impl Fn(&[u8; N]) -> L + Copy,
+) -> Partial<L> {
+    scan_part_portable(elements, base, test, read)
+}
+
+#[inline(always)]
+fn scan_part_portable<const N: usize, L: Lane>(
     elements: &[[u8; N]],
     base: u64,
     test: Test<L>,
@@ -330,6 +359,7 @@ fn scan_part<const N: usize, L: Lane>(
     }
 }
 
+#[inline(always)]
 fn scan_blocks<const N: usize, L: Lane, const SKIP: bool>(
     elements: &[[u8; N]],
     base: u64,
@@ -423,6 +453,53 @@ mod tests {
         hi: 2,
         skip: Some(-100),
     };
+
+    #[test]
+    fn the_vectorized_and_the_portable_scans_agree() {
+        // Pseudo-random int64 labels (some -100, some out of range) and f32 values with NaN / Inf.
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let labels: Vec<[u8; 8]> = (0..20_011)
+            .map(|_| match next() % 1000 {
+                0 => (-100i64).to_le_bytes(),
+                1 => 7i64.to_le_bytes(),
+                2 => (-3i64).to_le_bytes(),
+                r => ((r % 2) as i64).to_le_bytes(),
+            })
+            .collect();
+        let read_i64 = |b: &[u8; 8]| i64::from_le_bytes(*b);
+        let test = Test::<i64>::new(LABELS);
+        let (fast, portable) = (
+            scan_part(&labels, 5, test, read_i64),
+            scan_part_portable(&labels, 5, test, read_i64),
+        );
+        assert_eq!(
+            (fast.offending, fast.min, fast.max, &fast.first),
+            (portable.offending, portable.min, portable.max, &portable.first)
+        );
+        let floats: Vec<[u8; 4]> = (0..20_011)
+            .map(|_| match next() % 500 {
+                0 => f32::NAN.to_le_bytes(),
+                1 => f32::NEG_INFINITY.to_le_bytes(),
+                r => (r as f32 - 250.0).to_le_bytes(),
+            })
+            .collect();
+        let read_f32 = |b: &[u8; 4]| f32::from_le_bytes(*b);
+        let test = Test::<f32>::new(Scan::NonFinite);
+        let (fast, portable) = (
+            scan_part(&floats, 0, test, read_f32),
+            scan_part_portable(&floats, 0, test, read_f32),
+        );
+        assert_eq!(fast.offending, portable.offending);
+        assert_eq!((fast.min, fast.max), (portable.min, portable.max));
+        let positions = |p: &Partial<f32>| p.first.iter().map(|(i, _)| *i).collect::<Vec<_>>();
+        assert_eq!(positions(&fast), positions(&portable));
+    }
 
     /// The same numbers written in `dtype` (only values every dtype holds: 0, 1, 2, 5).
     fn encode(dtype: DType, values: &[u8]) -> Vec<u8> {
