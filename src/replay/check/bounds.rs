@@ -1,0 +1,263 @@
+//! `index_bounds` and `target_bounds`: indices and class targets outside the table or the classes.
+
+use super::{Ctx, Found, Param, Scalar, Scan, ScanOutput, first_at, min_max};
+use crate::replay::snapshot::TensorRef;
+use crate::replay::{ReplayError, Verdict};
+
+/// How far out of `[lo, hi)` a value is, for the summary.
+fn beyond(v: Scalar, lo: i64, hi: i64, hi_label: &str) -> String {
+    match v {
+        Scalar::Float(f) if f.is_nan() => "is NaN".into(),
+        Scalar::Int(i) if i < lo => format!("< {lo}"),
+        Scalar::Float(f) if f < lo as f64 => format!("< {lo}"),
+        _ => format!(">= {hi_label} = {hi}"),
+    }
+}
+
+/// What part of an out-of-range tensor lies below and above the range.
+fn extremes(out: &ScanOutput, lo: i64, hi: i64) -> String {
+    let low = out.min.filter(|m| {
+        matches!(*m, Scalar::Int(v) if v < lo) || matches!(*m, Scalar::Float(v) if v < lo as f64)
+    });
+    let high = out.max.filter(|m| {
+        matches!(*m, Scalar::Int(v) if v >= hi) || matches!(*m, Scalar::Float(v) if v >= hi as f64)
+    });
+    match (low, high) {
+        (Some(l), Some(h)) => format!("; min {l}, max {h}"),
+        (Some(l), None) => format!("; min {l}"),
+        (None, Some(h)) => format!("; max {h}"),
+        (None, None) => String::new(),
+    }
+}
+
+/// The parameter names that give the size of the table `role` indexes, most telling first: an
+/// embedding's rows (`num_embeddings`) before the config's `vocab_size`, which can disagree
+/// with them after tokens were added.
+fn size_keys(role: &str) -> Vec<&'static str> {
+    let first: &[&'static str] = match role {
+        "input_ids" | "decoder_input_ids" | "ids" | "tokens" => &["num_embeddings", "vocab_size"],
+        "position_ids" => &["max_position_embeddings"],
+        "token_type_ids" => &["type_vocab_size"],
+        "labels" | "label" | "targets" | "target" => &["num_classes", "num_labels"],
+        _ => &[],
+    };
+    let all = [
+        "size",
+        "vocab_size",
+        "num_embeddings",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "num_classes",
+        "num_labels",
+    ];
+    let mut keys = first.to_vec();
+    // Generic names next; the names of other tables only when given in the spec.
+    keys.push("size");
+    keys.extend(all.iter().filter(|k| !first.contains(k) && **k != "size"));
+    keys
+}
+
+pub(super) fn index_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
+    let tensor = match ctx.tensor("input_ids") {
+        Ok(t) => t,
+        Err(why) => return Ok(Found::inconclusive(why)),
+    };
+    let role = ctx.used.get("tensor").cloned().unwrap_or_default();
+    let allow_negative = ctx.flag("allow_negative", false)?;
+    // Metadata keys of other tables would give the wrong size: those count only from the spec.
+    let keys = size_keys(&role);
+    let own = keys
+        .iter()
+        .position(|k| *k == "size")
+        .map_or(keys.len(), |i| i + 1);
+    let size = match ctx.int_in("size", &keys, &keys[..own])? {
+        Some(p) => Some(p),
+        None => derived_size(ctx, &role, &tensor),
+    };
+    if let Some(p) = &size {
+        ctx.used.insert("size".into(), p.value.to_string());
+    }
+    let name = tensor.name;
+    let Some(size) = size else {
+        // Without a size, negative indices still prove the cause when they are not allowed.
+        let lo = if allow_negative { i64::MIN } else { 0 };
+        let out = ctx.backend.scan(
+            tensor,
+            Scan::IntRange {
+                lo,
+                hi: i64::MAX,
+                skip: None,
+            },
+        )?;
+        let found = match first_at(&tensor, &out) {
+            Some((place, _)) if !allow_negative && !tensor.dtype.is_float() => Found::new(
+                Verdict::Confirmed,
+                format!(
+                    "{place} < 0 ({} of {} values negative; {})",
+                    out.offending,
+                    out.elements,
+                    min_max(&out, tensor.dtype)
+                ),
+            ),
+            _ => Found::inconclusive(format!(
+                "no size for {name}: add vocab_size (or num_embeddings / size) to the snapshot metadata or pass --param size=N ({name}: {})",
+                min_max(&out, tensor.dtype)
+            )),
+        };
+        return Ok(found.scanned(&tensor, out));
+    };
+    let (lo, hi) = (if allow_negative { -size.value } else { 0 }, size.value);
+    let out = ctx.backend.scan(tensor, Scan::IntRange { lo, hi, skip: None })?;
+    let found = if tensor.dtype.is_float() {
+        Found::inconclusive(format!(
+            "{name} is {}: torch refuses float indices (they must be int64 or int32) before any bounds check, so this snapshot cannot show an out-of-range index; save the ids as integers ({} of {} values outside [{lo}, {hi}); {})",
+            tensor.dtype.torch_name(),
+            out.offending,
+            out.elements,
+            min_max(&out, tensor.dtype)
+        ))
+    } else if let Some((place, v)) = first_at(&tensor, &out) {
+        Found::new(
+            Verdict::Confirmed,
+            format!(
+                "{place} {} ({} of {} values out of range{})",
+                beyond(v, lo, hi, &size.label),
+                out.offending,
+                out.elements,
+                extremes(&out, lo, hi)
+            ),
+        )
+    } else if out.elements == 0 {
+        Found::new(
+            Verdict::Refuted,
+            format!("{name} is empty; the assert comes from elsewhere"),
+        )
+    } else {
+        Found::new(
+            Verdict::Refuted,
+            format!(
+                "all {} {name} in [{lo}, {hi}); the assert comes from elsewhere",
+                out.elements
+            ),
+        )
+    };
+    Ok(found.scanned(&tensor, out))
+}
+
+/// The size of the table `tensor` indexes, from the other tensors: the rows of `weight` for
+/// token ids, the class dim of `logits` for labels.
+fn derived_size(ctx: &Ctx<'_>, role: &str, tensor: &TensorRef<'_>) -> Option<Param<i64>> {
+    match role {
+        "position_ids" | "token_type_ids" => None,
+        "labels" | "label" | "targets" | "target" => ctx
+            .find("logits")
+            .filter(|l| l.name != tensor.name)
+            .and_then(|l| classes_of(&l, tensor)),
+        _ => ctx
+            .find("weight")
+            .filter(|w| w.shape.len() == 2 && w.name != tensor.name)
+            .and_then(|w| {
+                let rows = i64::try_from(w.shape[0]).ok()?;
+                Some(Param {
+                    value: rows,
+                    label: format!("len({})", w.name),
+                })
+            }),
+    }
+}
+
+/// The number of classes the logits have, and where it was read (`logits.shape[1]`).
+fn classes_of(logits: &TensorRef<'_>, labels: &TensorRef<'_>) -> Option<Param<i64>> {
+    let shape = logits.shape;
+    // torch's class dim is 1; an LM's [B, T, V] logits with [B, T] labels are flattened first.
+    let lm = shape.len() > 2 && labels.shape == &shape[..shape.len() - 1];
+    let dim = match shape.len() {
+        0 => return None,
+        1 => 0,
+        n if lm => n - 1,
+        _ => 1,
+    };
+    let label = if dim + 1 == shape.len() && dim > 1 {
+        format!("{}.shape[-1]", logits.name)
+    } else {
+        format!("{}.shape[{dim}]", logits.name)
+    };
+    Some(Param {
+        value: i64::try_from(shape[dim]).ok()?,
+        label,
+    })
+}
+
+pub(super) fn target_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
+    let labels = match ctx.tensor("labels") {
+        Ok(t) => t,
+        Err(why) => return Ok(Found::inconclusive(why)),
+    };
+    let ignore = ctx
+        .int("ignore_index", &["ignore_index"])?
+        .map_or(-100, |p| p.value);
+    ctx.used.insert("ignore_index".into(), ignore.to_string());
+    if let Some((_, value)) = ctx.lookup(&["value"]) {
+        ctx.used.insert("value".into(), value);
+    }
+    let classes = match ctx.int("num_classes", &["num_classes", "num_labels"])? {
+        Some(p) => Some(p),
+        None => ctx
+            .find("logits")
+            .filter(|l| l.name != labels.name)
+            .and_then(|l| classes_of(&l, &labels)),
+    };
+    if let Some(c) = &classes {
+        ctx.used.insert("num_classes".into(), c.value.to_string());
+    }
+    let name = labels.name;
+    let hi = classes.as_ref().map_or(i64::MAX, |c| c.value);
+    let out = ctx.backend.scan(
+        labels,
+        Scan::IntRange {
+            lo: 0,
+            hi,
+            skip: Some(ignore),
+        },
+    )?;
+    if labels.dtype.is_float() {
+        let found = Found::inconclusive(format!(
+            "{name} is {}: cross_entropy reads float targets as class probabilities (shaped like the logits) or refuses them (\"expected scalar type Long\"); it never bounds-checks them, so this snapshot cannot show a label out of range; save the labels as int64 ({})",
+            labels.dtype.torch_name(),
+            min_max(&out, labels.dtype)
+        ));
+        return Ok(found.scanned(&labels, out));
+    }
+    let offense = first_at(&labels, &out).map(|(place, v)| {
+        let why = match v {
+            Scalar::Int(i) if i < 0 => format!("< 0 and not ignore_index {ignore}"),
+            _ => format!(
+                ">= {} = {hi}",
+                classes.as_ref().map_or("num_classes", |c| c.label.as_str())
+            ),
+        };
+        format!(
+            "{place} {why} ({} of {} values out of range)",
+            out.offending, out.elements
+        )
+    });
+    let found = match (offense, &classes) {
+        (Some(summary), _) => Found::new(Verdict::Confirmed, summary),
+        (None, None) => Found::inconclusive(format!(
+            "no num_classes: add it to the snapshot metadata or pass --param num_classes=N (no negative {name} other than ignore_index {ignore}; {})",
+            min_max(&out, labels.dtype)
+        )),
+        (None, Some(_)) if out.elements == 0 => Found::new(
+            Verdict::Refuted,
+            format!("{name} is empty; the assert comes from elsewhere"),
+        ),
+        (None, Some(c)) => Found::new(
+            Verdict::Refuted,
+            format!(
+                "all {} {name} in [0, {}) or ignore_index {ignore}; the assert comes from elsewhere",
+                out.elements, c.value
+            ),
+        ),
+    };
+    Ok(found.scanned(&labels, out))
+}

@@ -1,0 +1,220 @@
+//! The catalog of checks: each one's name, purpose and parameters (what `faultline replay
+//! --list-checks` prints and `rules lint` validates against).
+
+/// One parameter of a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamInfo {
+    /// Its name.
+    pub name: &'static str,
+    /// Other names accepted for it (`vocab_size` for `size`).
+    pub aliases: &'static [&'static str],
+    /// Where its value comes from when not given.
+    pub default: &'static str,
+    /// What it means.
+    pub help: &'static str,
+}
+
+/// A check: its name, what it shows and its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckInfo {
+    /// Name (`target_bounds`).
+    pub name: &'static str,
+    /// What it shows.
+    pub help: &'static str,
+    /// Its parameters.
+    pub params: &'static [ParamInfo],
+    /// Parameter families named per tensor (`dtype.` as in `dtype.labels = int64`).
+    pub per_tensor: &'static [&'static str],
+}
+
+impl CheckInfo {
+    /// Whether `param` is one of its parameters (a name, an alias or a per-tensor family).
+    pub fn knows(&self, param: &str) -> bool {
+        self.params
+            .iter()
+            .any(|p| p.name == param || p.aliases.contains(&param))
+            || self
+                .per_tensor
+                .iter()
+                .any(|prefix| param.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty()))
+    }
+}
+
+const TENSOR_HELP: &str = "the tensor: a role (labels, logits, input_ids, …) or a tensor name";
+
+/// Every check, with its parameters.
+pub const CHECKS: &[CheckInfo] = &[
+    CheckInfo {
+        name: "index_bounds",
+        help: "embedding / index_select / gather indices outside [0, size)",
+        params: &[
+            ParamInfo {
+                name: "tensor",
+                aliases: &[],
+                default: "input_ids",
+                help: TENSOR_HELP,
+            },
+            ParamInfo {
+                name: "size",
+                aliases: &[
+                    "vocab_size",
+                    "num_embeddings",
+                    "max_position_embeddings",
+                    "type_vocab_size",
+                    "num_classes",
+                    "num_labels",
+                ],
+                default: "metadata (vocab_size for input_ids, max_position_embeddings for position_ids, …), else the rows of `weight`",
+                help: "rows of the table indexed",
+            },
+            ParamInfo {
+                name: "allow_negative",
+                aliases: &[],
+                default: "false",
+                help: "whether -size..-1 are valid (advanced indexing t[idx] wraps them; embedding and index_select do not)",
+            },
+        ],
+        per_tensor: &[],
+    },
+    CheckInfo {
+        name: "target_bounds",
+        help: "cross-entropy / NLL class targets outside [0, num_classes) that are not ignore_index",
+        params: &[
+            ParamInfo {
+                name: "tensor",
+                aliases: &[],
+                default: "labels",
+                help: TENSOR_HELP,
+            },
+            ParamInfo {
+                name: "num_classes",
+                aliases: &["num_labels"],
+                default: "metadata, else the class dim of `logits`",
+                help: "number of classes (logits' class dim)",
+            },
+            ParamInfo {
+                name: "ignore_index",
+                aliases: &[],
+                default: "metadata, else -100",
+                help: "the target value the loss skips",
+            },
+            ParamInfo {
+                name: "value",
+                aliases: &[],
+                default: "none",
+                help: "the offending value the log printed (informational)",
+            },
+        ],
+        per_tensor: &[],
+    },
+    CheckInfo {
+        name: "finite",
+        help: "NaN or ±Inf values",
+        params: &[ParamInfo {
+            name: "tensor",
+            aliases: &[],
+            default: "logits",
+            help: TENSOR_HELP,
+        }],
+        per_tensor: &[],
+    },
+    CheckInfo {
+        name: "value_range",
+        help: "values outside [lo, hi] or NaN (BCE inputs and targets must lie in [0, 1])",
+        params: &[
+            ParamInfo {
+                name: "tensor",
+                aliases: &[],
+                default: "input",
+                help: TENSOR_HELP,
+            },
+            ParamInfo {
+                name: "lo",
+                aliases: &[],
+                default: "metadata, else 0",
+                help: "smallest allowed value",
+            },
+            ParamInfo {
+                name: "hi",
+                aliases: &[],
+                default: "metadata, else 1",
+                help: "largest allowed value",
+            },
+        ],
+        per_tensor: &[],
+    },
+    CheckInfo {
+        name: "consistency",
+        help: "dtype, device and shape agreement of the named tensors (logits [N, C] with labels [N])",
+        params: &[
+            ParamInfo {
+                name: "tensors",
+                aliases: &[],
+                default: "logits,labels",
+                help: "comma-separated roles or tensor names",
+            },
+            ParamInfo {
+                name: "same_batch",
+                aliases: &[],
+                default: "true",
+                help: "whether every tensor must have the same dim 0",
+            },
+        ],
+        per_tensor: &["dtype.", "device."],
+    },
+    CheckInfo {
+        name: "gemm",
+        help: "a @ b judged as cuBLAS would: shapes, leading dimensions, dtypes, devices; the real call on the GPU",
+        params: &[
+            ParamInfo {
+                name: "a",
+                aliases: &[],
+                default: "a",
+                help: "left operand (role or tensor name)",
+            },
+            ParamInfo {
+                name: "b",
+                aliases: &[],
+                default: "b",
+                help: "right operand",
+            },
+            ParamInfo {
+                name: "aspect",
+                aliases: &[],
+                default: "all",
+                help: "what the cause blames: dtype, layout (shapes, strides, leading dimensions), size (32-bit limits), device, or all",
+            },
+        ],
+        per_tensor: &["stride.", "device."],
+    },
+];
+
+/// The check called `name`.
+pub fn check_info(name: &str) -> Option<&'static CheckInfo> {
+    CHECKS.iter().find(|c| c.name == name)
+}
+
+/// The known checks and their parameters, as text (for `faultline replay --list-checks`).
+pub fn describe_checks() -> String {
+    let mut out = String::new();
+    for check in CHECKS {
+        out.push_str(&format!("{}: {}\n", check.name, check.help));
+        for p in check.params {
+            let aliases = if p.aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" (or {})", p.aliases.join(", "))
+            };
+            out.push_str(&format!(
+                "    {}{aliases}: {}; default: {}\n",
+                p.name, p.help, p.default
+            ));
+        }
+        for prefix in check.per_tensor {
+            out.push_str(&format!(
+                "    {prefix}<tensor>: per tensor, from the snapshot metadata when not given\n"
+            ));
+        }
+    }
+    out
+}
