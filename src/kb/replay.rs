@@ -218,6 +218,18 @@ impl Store {
     /// expired lease was their last attempt become failed first.
     pub async fn lease_job(&self, worker_id: &str, lease_ms: i64) -> Result<Option<Job>> {
         let now = now_ms();
+        // An idle worker polls every second: a read first, so that an empty queue never takes
+        // SQLite's one write lock from the incident writer.
+        let pending = sqlx::query(
+            "SELECT 1 FROM replay_jobs
+             WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < $1) LIMIT 1",
+        )
+        .bind(now)
+        .fetch_optional(self.pool())
+        .await?;
+        if pending.is_none() {
+            return Ok(None);
+        }
         sqlx::query(
             "UPDATE replay_jobs SET state = 'failed', updated_at = $1,
                  error = COALESCE(error, 'the worker stopped before finishing (lease expired)')
