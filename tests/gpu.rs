@@ -467,6 +467,16 @@ fn a_zero_min_or_max_keeps_the_sign_of_the_first_zero() {
             assert_eq!(min, 0.0);
             assert_eq!(min.is_sign_negative(), sign_negative, "{dtype:?}");
         }
+        // Past the CPU's 16 lanes: -0.0 at index 1 (lane 1), +0.0 at index 16 (lane 0).
+        let mut values = vec![Val::Float(1.0); 17];
+        values[1] = Val::Float(-0.0);
+        values[16] = Val::Float(0.0);
+        let out = agree(gpu, dtype, &encode_all(dtype, &values), Scan::NonFinite);
+        assert!(
+            matches!(out.min, Some(Scalar::Float(m)) if m == 0.0 && m.is_sign_negative()),
+            "{dtype:?}: {:?}",
+            out.min
+        );
     }
 }
 

@@ -308,11 +308,22 @@ fn run<const N: usize, L: Lane>(
     };
     // min <= max exactly when some value was not NaN.
     let seen = total.min <= total.max;
+    // -0.0 and 0.0 compare equal, so which zero the lanes kept is arbitrary: a zero min or max
+    // is reported as the first zero of the tensor, with its sign (the GPU does the same).
+    let first_zero_if_zero = |s: Scalar| match s {
+        // The pattern 0.0 matches -0.0 as well (float patterns compare with ==).
+        Scalar::Float(0.0) => elements
+            .iter()
+            .map(|x| read(x).scalar())
+            .find(|v| matches!(v, Scalar::Float(z) if *z == 0.0))
+            .unwrap_or(s),
+        other => other,
+    };
     ScanOutput {
         elements: elements.len() as u64,
         offending: total.offending,
-        min: seen.then(|| total.min.scalar()),
-        max: seen.then(|| total.max.scalar()),
+        min: seen.then(|| first_zero_if_zero(total.min.scalar())),
+        max: seen.then(|| first_zero_if_zero(total.max.scalar())),
         first: total.first.into_iter().map(|(i, v)| (i, v.scalar())).collect(),
     }
 }
@@ -499,6 +510,33 @@ mod tests {
         assert_eq!((fast.min, fast.max), (portable.min, portable.max));
         let positions = |p: &Partial<f32>| p.first.iter().map(|(i, _)| *i).collect::<Vec<_>>();
         assert_eq!(positions(&fast), positions(&portable));
+    }
+
+    #[test]
+    fn a_zero_min_has_the_sign_of_the_first_zero_in_the_tensor() {
+        // Lane 1 holds -0.0 and lane 0 +0.0: the lanes alone would report +0.0.
+        let mut values = vec![1.0f32; 17];
+        values[1] = -0.0;
+        values[16] = 0.0;
+        let out = scan(
+            Cpu::with_threads(1),
+            DType::F32,
+            &f32_bytes(&values),
+            Scan::NonFinite,
+        );
+        match out.min {
+            Some(Scalar::Float(min)) => assert!(min == 0.0 && min.is_sign_negative(), "{min}"),
+            other => panic!("{other:?}"),
+        }
+        values[1] = 0.0;
+        values[16] = -0.0;
+        let out = scan(
+            Cpu::with_threads(1),
+            DType::F32,
+            &f32_bytes(&values),
+            Scan::NonFinite,
+        );
+        assert!(matches!(out.min, Some(Scalar::Float(m)) if m == 0.0 && m.is_sign_positive()));
     }
 
     /// The same numbers written in `dtype` (only values every dtype holds: 0, 1, 2, 5).

@@ -6,8 +6,10 @@
 //! - `Gpu::open` probes libcuda and libnvrtc before any cudarc call (cudarc panics when a
 //!   library is missing), then opens the device; every failure is `GpuUnavailable` with the reason.
 //! - The kernels (`KERNEL_SOURCES`, the `.cu` files under `kernels/`) are compiled by NVRTC to a
-//!   CUBIN for the device's own architecture (`sm_XY`) at the first scan, once per process and
-//!   compute capability: no PTX reaches the driver, so a newer NVRTC than the driver is no trap.
+//!   CUBIN for the device's own architecture (`sm_XY`) when the device opens, once per process
+//!   and compute capability: no PTX reaches the driver, so its JIT never meets a PTX newer than
+//!   itself. A CUBIN still needs a driver of its CUDA major version; when the kernels cannot be
+//!   built or loaded, the GPU counts as unavailable and `--backend auto` uses the CPU.
 //! - [`Backend::scan`](super::Backend::scan) gives exactly the CPU backend's
 //!   [`ScanOutput`](super::ScanOutput): the same bounds, turned into a closed interval in the
 //!   element's lane (`i64`, `f32`, `f64`) by the same rules; one kernel per element type does the
@@ -280,7 +282,7 @@ mod cuda {
             let multiprocessors = ctx
                 .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .map_err(|e| unavailable("multiprocessor count", e))?;
-            Ok(Gpu {
+            let gpu = Gpu {
                 ctx,
                 name,
                 capability,
@@ -288,7 +290,13 @@ mod cuda {
                 chunk_bytes: CHUNK_BYTES,
                 slots: OFFENSE_SLOTS,
                 module: OnceLock::new(),
-            })
+            };
+            // Kernels that cannot be built for this device (an architecture this NVRTC does not
+            // know, a driver older than the CUBIN) make the GPU unavailable, so `auto` falls
+            // back to the CPU instead of failing every check.
+            gpu.module()
+                .map_err(|e| ReplayError::GpuUnavailable(e.to_string()))?;
+            Ok(gpu)
         }
 
         /// The device's name (`NVIDIA H100 80GB HBM3`).
@@ -508,18 +516,21 @@ mod cuda {
                     cublas_sys::cublasOperation_t::CUBLAS_OP_N
                 }
             };
-            // torch's choices: float accumulation for half types, double for double.
-            let (compute, one, zero): (_, [u8; 8], [u8; 8]) = if call.a_dtype == DType::F64 {
+            // torch's choices: float accumulation for half types, double for double. alpha and
+            // beta are typed locals, so cuBLAS reads them aligned.
+            let (one_f64, zero_f64, one_f32, zero_f32) = (1f64, 0f64, 1f32, 0f32);
+            let (compute, one, zero): (_, *const c_void, *const c_void) = if call.a_dtype == DType::F64 {
                 (
                     cublas_sys::cublasComputeType_t::CUBLAS_COMPUTE_64F,
-                    1f64.to_ne_bytes(),
-                    0f64.to_ne_bytes(),
+                    std::ptr::from_ref(&one_f64).cast(),
+                    std::ptr::from_ref(&zero_f64).cast(),
                 )
             } else {
-                let (mut one, mut zero) = ([0u8; 8], [0u8; 8]);
-                one[..4].copy_from_slice(&1f32.to_ne_bytes());
-                zero[..4].copy_from_slice(&0f32.to_ne_bytes());
-                (cublas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, one, zero)
+                (
+                    cublas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    std::ptr::from_ref(&one_f32).cast(),
+                    std::ptr::from_ref(&zero_f32).cast(),
+                )
             };
             let status = {
                 let (pa, _ra) = a.device_ptr(&stream);
@@ -527,8 +538,8 @@ mod cuda {
                 let (pc, _rc) = c.device_ptr_mut(&stream);
                 // SAFETY: the handle is live; A, B and C are device buffers of at least
                 // ld x cols elements of their types (sized above, zero-filled), so cuBLAS reads and
-                // writes inside them whatever it accepts; alpha / beta point to host scalars of the
-                // compute type's scale type that outlive the call (synchronized below).
+                // writes inside them whatever it accepts; alpha / beta point to aligned host scalars of
+                // the compute type's scale type that outlive the call (synchronized below).
                 unsafe {
                     cublas_sys::cublasGemmEx(
                         *blas.handle(),
@@ -537,14 +548,14 @@ mod cuda {
                         m,
                         n,
                         k,
-                        one.as_ptr().cast::<c_void>(),
+                        one,
                         pa as *const c_void,
                         a_type,
                         lda,
                         pb as *const c_void,
                         b_type,
                         ldb,
-                        zero.as_ptr().cast::<c_void>(),
+                        zero,
                         pc as *mut c_void,
                         a_type,
                         ldc,
@@ -869,7 +880,7 @@ mod cuda {
                 Lane::I64 => tensor.elements() > 0,
                 Lane::F32 | Lane::F64 => self.kmin != NONE,
             };
-            // A zero min or max is the first zero in the tensor, with its sign (as the CPU keeps it).
+            // A zero min or max is the first zero in the tensor, with its sign (as the CPU reports it).
             let value = |key: u64| match unkey(lane, key) {
                 Scalar::Float(v) if v == 0.0 && self.zero != NONE => {
                     read_scalar(dtype, tensor.bytes, self.zero)
