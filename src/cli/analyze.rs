@@ -166,17 +166,7 @@ fn read_snapshot(
     keep_bytes: bool,
 ) -> anyhow::Result<(Vec<u8>, Snapshot)> {
     let limits = Limits::default();
-    let size = std::fs::metadata(path)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .len();
-    if size > limits.max_bytes {
-        anyhow::bail!(
-            "{} is {size} bytes, over the limit of {} bytes",
-            path.display(),
-            limits.max_bytes
-        );
-    }
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let data = super::replay_cmd::read_snapshot_file(path, &limits)?;
     let json = serde_json::Value::Object(
         params
             .iter()

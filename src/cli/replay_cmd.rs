@@ -1,7 +1,7 @@
 //! `faultline replay`: runs one replay check offline.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::ValueEnum;
@@ -78,18 +78,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         anyhow::bail!("no snapshot file given");
     };
     let limits = Limits::default();
-    let size = std::fs::metadata(path)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .len();
-    if size > limits.max_bytes {
-        anyhow::bail!(
-            "{} is {size} bytes, over the limit of {} bytes",
-            path.display(),
-            limits.max_bytes
-        );
-    }
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let snapshot = Snapshot::from_bytes(data, &limits)
+    let snapshot = Snapshot::from_bytes(read_snapshot_file(path, &limits)?, &limits)
         .with_context(|| format!("invalid snapshot {}", path.display()))?;
     let spec = CheckSpec {
         name: name.to_owned(),
@@ -156,4 +145,19 @@ fn write_human(r: &CheckResult, out: &mut dyn Write) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The bytes of a snapshot file, refused unread when it is over `limits.max_bytes`.
+pub(super) fn read_snapshot_file(path: &Path, limits: &Limits) -> anyhow::Result<Vec<u8>> {
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    if size > limits.max_bytes {
+        anyhow::bail!(
+            "{} is {size} bytes, over the limit of {} bytes",
+            path.display(),
+            limits.max_bytes
+        );
+    }
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
 }

@@ -20,7 +20,7 @@ use std::num::NonZeroUsize;
 
 use super::check::{Scalar, Scan, ScanOutput};
 use super::snapshot::{DType, TensorRef};
-use super::{Backend, MAX_OFFENSES, ReplayError};
+use super::{Backend, MAX_OFFENSES, ReplayError, validate_scan};
 
 /// Elements per block: counted in one pass, revisited only when it holds offending values.
 const BLOCK: usize = 4096;
@@ -69,24 +69,7 @@ impl Backend for Cpu {
     }
 
     fn scan(&self, tensor: TensorRef<'_>, scan: Scan) -> Result<ScanOutput, ReplayError> {
-        let expected = tensor
-            .elements()
-            .checked_mul(tensor.dtype.size() as u64)
-            .filter(|&n| n == tensor.bytes.len() as u64);
-        if expected.is_none() {
-            return Err(ReplayError::Check(format!(
-                "tensor {}: {} bytes for dtype {} and shape {:?}",
-                tensor.name,
-                tensor.bytes.len(),
-                tensor.dtype.torch_name(),
-                tensor.shape
-            )));
-        }
-        if let Scan::FloatRange { lo, hi } = scan
-            && (lo.is_nan() || hi.is_nan())
-        {
-            return Err(ReplayError::Check("a value range bound is NaN".into()));
-        }
+        validate_scan(&tensor, scan)?;
         let threads = self.threads;
         let b = tensor.bytes;
         Ok(match tensor.dtype {

@@ -375,7 +375,7 @@ mod cuda {
 
         /// The scan, without the panic guard.
         fn scan_inner(&self, tensor: TensorRef<'_>, scan: Scan) -> Result<ScanOutput, ReplayError> {
-            validate(&tensor, scan)?;
+            crate::replay::validate_scan(&tensor, scan)?;
             let dtype = tensor.dtype;
             let n = tensor.elements();
             let bounds = Bounds::new(lane(dtype), scan);
@@ -415,7 +415,7 @@ mod cuda {
             scan: Scan,
             reps: usize,
         ) -> Result<Timing, ReplayError> {
-            validate(&tensor, scan)?;
+            crate::replay::validate_scan(&tensor, scan)?;
             let dtype = tensor.dtype;
             let n = tensor.elements();
             let bounds = Bounds::new(lane(dtype), scan);
@@ -613,29 +613,6 @@ mod cuda {
     fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, ReplayError>) -> Result<T, ReplayError> {
         catch_unwind(AssertUnwindSafe(f))
             .unwrap_or_else(|panic| Err(ReplayError::Kernel(panic_text(&panic, what))))
-    }
-
-    /// The same input checks, and errors, as the CPU backend.
-    fn validate(tensor: &TensorRef<'_>, scan: Scan) -> Result<(), ReplayError> {
-        let expected = tensor
-            .elements()
-            .checked_mul(tensor.dtype.size() as u64)
-            .filter(|&n| n == tensor.bytes.len() as u64);
-        if expected.is_none() {
-            return Err(ReplayError::Check(format!(
-                "tensor {}: {} bytes for dtype {} and shape {:?}",
-                tensor.name,
-                tensor.bytes.len(),
-                tensor.dtype.torch_name(),
-                tensor.shape
-            )));
-        }
-        if let Scan::FloatRange { lo, hi } = scan
-            && (lo.is_nan() || hi.is_nan())
-        {
-            return Err(ReplayError::Check("a value range bound is NaN".into()));
-        }
-        Ok(())
     }
 
     fn kernel_name(dtype: DType) -> &'static str {

@@ -85,6 +85,30 @@ pub enum ReplayError {
     Kernel(String),
 }
 
+/// What every backend refuses before scanning: bytes that disagree with dtype x shape, and a NaN
+/// bound of a value range.
+pub(crate) fn validate_scan(tensor: &TensorRef<'_>, scan: Scan) -> Result<(), ReplayError> {
+    let expected = tensor
+        .elements()
+        .checked_mul(tensor.dtype.size() as u64)
+        .filter(|&n| n == tensor.bytes.len() as u64);
+    if expected.is_none() {
+        return Err(ReplayError::Check(format!(
+            "tensor {}: {} bytes for dtype {} and shape {:?}",
+            tensor.name,
+            tensor.bytes.len(),
+            tensor.dtype.torch_name(),
+            tensor.shape
+        )));
+    }
+    if let Scan::FloatRange { lo, hi } = scan
+        && (lo.is_nan() || hi.is_nan())
+    {
+        return Err(ReplayError::Check("a value range bound is NaN".into()));
+    }
+    Ok(())
+}
+
 /// Something that runs scans: the CPU always, the GPU when a device opens.
 pub trait Backend: Send + Sync {
     /// `cpu` or `gpu:<device name>`.
