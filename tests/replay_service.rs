@@ -12,16 +12,13 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use faultline::config::Config;
-use faultline::diagnose::analyze_str;
 use faultline::kb::codec::sha256_hex;
 use faultline::kb::replay::{JobState, NewSnapshot};
-use faultline::kb::writer::{IncidentMeta, NewIncident, Writer};
 use faultline::kb::{Store, now_ms};
 use faultline::model::{EvidenceTier, Verdict};
 use faultline::objects::{ObjectError, SnapshotStore};
 use faultline::replay::snapshot::Format;
 use faultline::replay::{BackendChoice, CheckResult, DType, Limits, Snapshot};
-use faultline::rules::RuleSet;
 use faultline::worker::{Outcome, Worker, WorkerOptions};
 use safetensors::tensor::TensorView;
 use server::TestServer;
@@ -46,24 +43,6 @@ fn labels_snapshot(labels: &[i64], metadata: &[(&str, &str)]) -> Vec<u8> {
 /// The canonical confirming case: labels [0, 1, 2, 1] with num_classes = 2.
 fn confirming_snapshot() -> Vec<u8> {
     labels_snapshot(&[0, 1, 2, 1], &[("num_classes", "2")])
-}
-
-async fn stored_incident(store: &Store) -> i64 {
-    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
-    let diagnosis = analyze_str(&rules, LOG);
-    let (writer, task) = Writer::spawn(store.clone(), 8);
-    let stored = writer
-        .write(NewIncident::prepare(
-            LOG,
-            &diagnosis,
-            IncidentMeta::default(),
-            now_ms(),
-        ))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    drop(writer);
-    let _ = task.await;
-    stored.incident_id
 }
 
 fn in_memory_summary() -> faultline::replay::snapshot::SnapshotSummary {
@@ -106,7 +85,7 @@ fn a_result() -> CheckResult {
 
 /// Leases, heartbeats, completion by the lease holder only, retries and the last attempt.
 async fn jobs_are_leased_once_and_finish_once(store: Store) {
-    let incident = stored_incident(&store).await;
+    let incident = support::stored_incident(&store, LOG).await;
     let key = sha256_hex(b"a");
     let (snapshot_id, job_id) = store
         .submit_snapshot(&new_snapshot(incident, &key), 3)
@@ -278,7 +257,7 @@ async fn a_stored_file_that_does_not_match_its_hash_fails_after_its_attempts() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let objects = SnapshotStore::local(&db.dir.join("snapshots")).unwrap_or_else(|e| panic!("{e}"));
-    let incident = stored_incident(&store).await;
+    let incident = support::stored_incident(&store, LOG).await;
     let key = sha256_hex(&confirming_snapshot());
     objects
         .put(&key, b"something else".to_vec().into())

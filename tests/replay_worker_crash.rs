@@ -9,16 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use faultline::diagnose::analyze_str;
+use faultline::kb::Store;
 use faultline::kb::codec::sha256_hex;
 use faultline::kb::replay::{JobState, NewSnapshot};
-use faultline::kb::writer::{IncidentMeta, NewIncident, Writer};
-use faultline::kb::{Store, now_ms};
 use faultline::model::{EvidenceTier, Verdict};
 use faultline::objects::SnapshotStore;
 use faultline::replay::DType;
 use faultline::replay::snapshot::{Format, SnapshotSummary, TensorSummary};
-use faultline::rules::RuleSet;
 use safetensors::tensor::TensorView;
 
 const LOG: &str = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:247: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.\nRuntimeError: CUDA error: device-side assert triggered\n";
@@ -33,21 +30,7 @@ fn snapshot_file() -> Vec<u8> {
 
 /// An incident with a snapshot and its queued job; returns the job id.
 async fn queued_job(store: &Store, objects: &SnapshotStore) -> i64 {
-    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
-    let diagnosis = analyze_str(&rules, LOG);
-    let (writer, task) = Writer::spawn(store.clone(), 8);
-    let incident = writer
-        .write(NewIncident::prepare(
-            LOG,
-            &diagnosis,
-            IncidentMeta::default(),
-            now_ms(),
-        ))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .incident_id;
-    drop(writer);
-    let _ = task.await;
+    let incident = support::stored_incident(store, LOG).await;
     let data = snapshot_file();
     let sha256 = sha256_hex(&data);
     objects

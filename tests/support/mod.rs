@@ -93,3 +93,22 @@ pub async fn postgres_database(name: &str) -> Option<String> {
     let i = admin.rfind('/')?;
     Some(format!("{}/{db}", &admin[..i]))
 }
+
+/// Analyzes `log` with the embedded rules and stores it as an incident; returns its id.
+pub async fn stored_incident(store: &Store, log: &str) -> i64 {
+    let rules = faultline::rules::RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let diagnosis = faultline::diagnose::analyze_str(&rules, log);
+    let (writer, task) = faultline::kb::writer::Writer::spawn(store.clone(), 8);
+    let stored = writer
+        .write(faultline::kb::writer::NewIncident::prepare(
+            log,
+            &diagnosis,
+            faultline::kb::writer::IncidentMeta::default(),
+            faultline::kb::now_ms(),
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(writer);
+    let _ = task.await;
+    stored.incident_id
+}
