@@ -51,10 +51,14 @@ pub struct LineMeta {
 /// sequences, control bytes, orphaned SGR codes such as `[0m`). For such lines the normalized text
 /// may not be a substring of the raw line, so a raw-bytes prefilter must not skip them.
 pub fn needs_full_normalization(raw: &[u8]) -> bool {
-    raw.iter().any(|&b| (b < 0x20 && b != b'\t' && b != b'\r') || b == 0x7f)
-        // C1 control characters (U+0080 to U+009F) are removed too.
-        || raw.windows(2).any(|w| w[0] == 0xC2 && (0x80..=0x9F).contains(&w[1]))
-        || ansi::has_orphan_sgr(raw)
+    // One cheap pass over the bytes first: most lines hold no byte that could start either.
+    let suspicious = |b: u8| b < 0x20 || b == 0x7f || b == 0xC2;
+    let control = raw.iter().any(|&b| suspicious(b))
+        && (raw.iter().any(|&b| (b < 0x20 && b != b'\t' && b != b'\r') || b == 0x7f)
+            // C1 control characters (U+0080 to U+009F) are removed too.
+            || memchr::memchr_iter(0xC2, raw)
+                .any(|i| raw.get(i + 1).is_some_and(|b| (0x80..=0x9F).contains(b))));
+    control || ansi::has_orphan_sgr(raw)
 }
 
 /// Normalizes lines one at a time, reusing its buffers.

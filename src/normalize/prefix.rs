@@ -198,16 +198,16 @@ pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
     {
         start = m.end();
     }
-    let srun_like = line[start..]
-        .trim_start_matches(' ')
-        .starts_with(|c: char| c.is_ascii_digit());
-    if let Some(c) = srun_like.then(|| SRUN_RANK.captures(&line[start..])).flatten() {
+    if let Some(c) = srun_like(&line[start..])
+        .then(|| SRUN_RANK.captures(&line[start..]))
+        .flatten()
+    {
         meta.rank = c[1].parse().ok();
         start += c.get(0).map_or(0, |m| m.end());
     }
     for _ in 0..MAX_PREFIXES {
         let rest = &line[start..];
-        if !may_start_prefix(rest) {
+        if !may_start_prefix(rest, meta) {
             break;
         }
         match strip_one(rest, meta) {
@@ -221,33 +221,66 @@ pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
     start
 }
 
-/// Cheap test on the first byte: every known prefix starts with one of these.
-fn may_start_prefix(rest: &str) -> bool {
-    matches!(
-        rest.as_bytes().first(),
-        Some(
-            b'0'..=b'9'
-                | b'['
-                | b'|'
-                | b' '
-                | b'#'
-                | b':'
-                | b'('
-                | b'r'
-                | b's'
-                | b'D'
-                | b'I'
-                | b'W'
-                | b'E'
-                | b'C'
-                | b'F'
-                | b'N'
-                | b'T'
-        )
-    )
+/// Whether [`SRUN_RANK`] may match: false for the common lines it cannot (a timestamp's `2024-`
+/// is four digits and a dash), so its captures run only on lines that look like `3: `.
+fn srun_like(rest: &str) -> bool {
+    let s = rest.trim_start_matches(' ').as_bytes();
+    let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    match s.get(digits) {
+        _ if digits == 0 || digits > 4 => false,
+        Some(b':') => true,
+        // A character `\d` might take as a digit.
+        Some(b) => !b.is_ascii(),
+        None => false,
+    }
 }
 
+/// Cheap test on the first bytes: whether any prefix pattern could match `rest`, given what
+/// earlier prefixes of the line said. Most lines of a log (indented traceback frames, messages)
+/// stop here without running the prefix set.
+fn may_start_prefix(rest: &str, meta: &LineMeta) -> bool {
+    let bytes = rest.as_bytes();
+    match bytes.first() {
+        Some(b'0'..=b'9' | b'[' | b'#' | b':' | b'(') => true,
+        // Only a level after a timestamp (`- INFO -`, loguru's `| ERROR |`) starts this way.
+        Some(b' ' | b'|') => meta.timestamp,
+        Some(b'r') => rest.starts_with("rank "),
+        Some(b's') => rest.starts_with("section_"),
+        // A level word (`ERROR:root:`, vLLM's `ERROR 04-15 …`), or glog / TensorFlow's
+        // `E0321 …` and `E tensorflow/…`.
+        Some(b'A'..=b'Z') => {
+            LEVELS.split('|').any(|level| rest.starts_with(level))
+                || (matches!(bytes[0], b'I' | b'W' | b'E' | b'F')
+                    && bytes.get(1).is_some_and(|b| *b == b' ' || b.is_ascii_digit()))
+        }
+        _ => false,
+    }
+}
+
+/// Strips the first prefix of `rest`, if it has one: its length.
 fn strip_one(rest: &str, meta: &mut LineMeta) -> Option<usize> {
+    // The most common prefixes (GitHub Actions' timestamp on every line, torchrun's `[rank0]:`,
+    // `[INFO]`) are read by hand, exactly as their patterns would; the set does the rest.
+    match rest.as_bytes().first() {
+        Some(b'0'..=b'9') => {
+            if let Ok(Some(end)) = iso_timestamp(rest) {
+                meta.timestamp = true;
+                return Some(end);
+            }
+        }
+        Some(b'[') => {
+            if let Some(end) = bracketed_rank(rest, meta).or_else(|| bracketed_level(rest, meta)) {
+                return Some(end);
+            }
+        }
+        _ => {}
+    }
+    strip_one_by_set(rest, meta)
+}
+
+/// Strips the first prefix of `rest` with the pattern table: the first pattern (in table order)
+/// that matches wins.
+fn strip_one_by_set(rest: &str, meta: &mut LineMeta) -> Option<usize> {
     let candidates = PREFIX_SET.matches(rest);
     if !candidates.matched_any() {
         return None;
@@ -280,11 +313,156 @@ fn strip_one(rest: &str, meta: &mut LineMeta) -> Option<usize> {
     None
 }
 
+/// A character where the timestamp pattern wants a digit that is not an ASCII digit but may be
+/// a Unicode one (`\d` matches those): the fast path cannot decide and leaves it to the regex.
+#[derive(Debug, PartialEq, Eq)]
+struct NotAscii;
+
+/// The ISO timestamp pattern (the first `Kind::Timestamp` of [`PREFIXES`]) written out by hand
+/// for a line that starts with it: `Ok(Some(end))` exactly where that regex's match would end,
+/// `Ok(None)` where it does not match. It tries the pattern's optional parts in the regex's own
+/// order (greedy first, then without), so the first success is the regex's leftmost-first match.
+fn iso_timestamp(rest: &str) -> Result<Option<usize>, NotAscii> {
+    let s = rest.as_bytes();
+    // Lines starting with `[` may be Ray's glog prefix, which comes first in the table.
+    if !s.first().is_some_and(u8::is_ascii_digit) {
+        return Ok(None);
+    }
+    for (i, shape) in b"dddd-dd-ddTdd:dd:dd".iter().enumerate() {
+        let fits = match shape {
+            b'd' => digit(rest, i)?,
+            b'T' => matches!(s.get(i), Some(b'T' | b' ')),
+            c => s.get(i) == Some(c),
+        };
+        if !fits {
+            return Ok(None);
+        }
+    }
+    let mut i = 19;
+    if matches!(s.get(i), Some(b'.' | b',')) && digit(rest, i + 1)? {
+        i += 2;
+        while digit(rest, i)? {
+            i += 1;
+        }
+    }
+    // `(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?`: at most one alternative fits; then without it.
+    let zone = match s.get(i) {
+        Some(b'Z') => Some(i + 1),
+        Some(b'+' | b'-') if digit(rest, i + 1)? && digit(rest, i + 2)? => {
+            if s.get(i + 3) == Some(&b':') && digit(rest, i + 4)? && digit(rest, i + 5)? {
+                Some(i + 6)
+            } else if digit(rest, i + 3)? && digit(rest, i + 4)? {
+                Some(i + 5)
+            } else {
+                None
+            }
+        }
+        _ if rest[i..].starts_with(" UTC") => Some(i + 4),
+        _ if rest[i..].starts_with("UTC") => Some(i + 3),
+        _ => None,
+    };
+    for after_zone in zone.into_iter().chain([i]) {
+        // `\]?`
+        let bracket = (s.get(after_zone) == Some(&b']')).then_some(after_zone + 1);
+        for after_bracket in bracket.into_iter().chain([after_zone]) {
+            // `(?: \d{2}[OE]\+?)?`, GitLab's stream tag.
+            let b = after_bracket;
+            let mut tags = Vec::with_capacity(2);
+            if s.get(b) == Some(&b' ')
+                && digit(rest, b + 1)?
+                && digit(rest, b + 2)?
+                && matches!(s.get(b + 3), Some(b'O' | b'E'))
+            {
+                if s.get(b + 4) == Some(&b'+') {
+                    tags.push(b + 5);
+                }
+                tags.push(b + 4);
+            }
+            for after_tag in tags.into_iter().chain([b]) {
+                if let Some(end) = timestamp_end(s, after_tag) {
+                    return Ok(Some(end));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// `^\[(?:rank|default|trainer|worker|local_rank)(\d+)\]:? ?` by hand (no earlier pattern of the
+/// table matches a line starting this way). `None` also where a non-ASCII character follows the
+/// digits: the set decides those.
+fn bracketed_rank(rest: &str, meta: &mut LineMeta) -> Option<usize> {
+    let s = rest.as_bytes();
+    let name = ["rank", "default", "trainer", "worker", "local_rank"]
+        .into_iter()
+        .find(|name| rest[1..].starts_with(name))?;
+    let digits_at = 1 + name.len();
+    let digits = s[digits_at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let close = digits_at + digits;
+    if digits == 0 || s.get(close) != Some(&b']') {
+        return None;
+    }
+    let mut end = close + 1;
+    for optional in [b':', b' '] {
+        if s.get(end) == Some(&optional) {
+            end += 1;
+        }
+    }
+    meta.rank = rest[digits_at..close].parse().ok();
+    Some(end)
+}
+
+/// `^\[(LEVELS)\](?: *[-:|] *| +)?` by hand (no earlier pattern of the table matches a line
+/// starting with `[` and a letter).
+fn bracketed_level(rest: &str, meta: &mut LineMeta) -> Option<usize> {
+    let s = rest.as_bytes();
+    let level = LEVELS
+        .split('|')
+        .find(|level| rest[1..].starts_with(level) && s.get(1 + level.len()) == Some(&b']'))?;
+    let close = 1 + level.len() + 1;
+    let spaces = |from: usize| s[from.min(s.len())..].iter().take_while(|b| **b == b' ').count();
+    let lead = spaces(close);
+    let end = match s.get(close + lead) {
+        Some(b'-' | b':' | b'|') => close + lead + 1 + spaces(close + lead + 1),
+        _ => close + lead,
+    };
+    meta.level = Level::parse(level);
+    Some(end)
+}
+
+/// `(?: +- +| *: +| |$)` at `i`, alternatives in order.
+fn timestamp_end(s: &[u8], i: usize) -> Option<usize> {
+    let spaces = |from: usize| s[from.min(s.len())..].iter().take_while(|b| **b == b' ').count();
+    let lead = spaces(i);
+    let after = i + lead;
+    if lead > 0 && s.get(after) == Some(&b'-') && spaces(after + 1) > 0 {
+        return Some(after + 1 + spaces(after + 1));
+    }
+    if s.get(after) == Some(&b':') && spaces(after + 1) > 0 {
+        return Some(after + 1 + spaces(after + 1));
+    }
+    if lead > 0 {
+        return Some(i + 1);
+    }
+    (i == s.len()).then_some(i)
+}
+
+/// Whether the character at byte `i` is an ASCII digit; [`NotAscii`] where it is another
+/// character that `\d` might match.
+fn digit(rest: &str, i: usize) -> Result<bool, NotAscii> {
+    match rest.as_bytes().get(i) {
+        Some(b) if b.is_ascii() => Ok(b.is_ascii_digit()),
+        None => Ok(false),
+        Some(_) => match rest.get(i..).and_then(|tail| tail.chars().next()) {
+            Some(c) if !c.is_numeric() => Ok(false),
+            _ => Err(NotAscii),
+        },
+    }
+}
+
 fn rank_anywhere(rest: &str, meta: &mut LineMeta) -> usize {
-    let window = rest
-        .char_indices()
-        .map(|(i, _)| i)
-        .find(|&i| i >= RANK_SEARCH_WINDOW)
+    let window = (RANK_SEARCH_WINDOW..rest.len())
+        .find(|&i| rest.is_char_boundary(i))
         .unwrap_or(rest.len());
     let head = &rest[..window];
     let bytes = head.as_bytes();
@@ -306,7 +484,7 @@ fn strip_more(rest: &str, meta: &mut LineMeta) -> usize {
     let mut start = 0;
     for _ in 0..MAX_PREFIXES {
         let tail = &rest[start..];
-        if !may_start_prefix(tail) {
+        if !may_start_prefix(tail, meta) {
             break;
         }
         match strip_one(tail, meta) {
@@ -332,6 +510,115 @@ mod tests {
         assert!(PREFIXES.len() > 10);
         assert!(SRUN_RANK.is_match("0: x"));
         assert!(RANK_ANYWHERE.is_match("[rank0]: x"));
+    }
+
+    /// The regex the fast path stands for, and where it ends on `line`.
+    fn iso_regex_end(line: &str) -> Option<usize> {
+        let (kind, re) = &PREFIXES[1];
+        assert!(matches!(kind, Kind::Timestamp) && re.as_str().contains("[T ]"));
+        re.find(line).map(|m| m.end())
+    }
+
+    #[test]
+    fn the_timestamp_fast_path_ends_exactly_where_the_regex_does() {
+        let heads = [
+            "2024-01-02T03:04:05",
+            "2024-01-02 03:04:05",
+            "[2024-01-02 03:04:05",
+            "2024-01-02T03:04",
+        ];
+        let fractions = ["", ".7342482", ",678", ".", ".12x"];
+        let zones = ["", "Z", "+05:30", "-0800", "+05:3", " UTC", "UTC", "+0"];
+        let brackets = ["", "]"];
+        let tags = ["", " 00O", " 01E+", " 12", " 1O"];
+        let tails = [
+            "", " ", "  ", " - ", "  -  x", " : x", ": x", ":x", " -x", "x", " │ x", " ٣O x", "٣",
+        ];
+        let mut checked = 0;
+        for h in heads {
+            for f in fractions {
+                for z in zones {
+                    for b in brackets {
+                        for t in tags {
+                            for tail in tails {
+                                let line = format!("{h}{f}{z}{b}{t}{tail}");
+                                match iso_timestamp(&line) {
+                                    Ok(fast) if line.starts_with('[') => assert_eq!(fast, None),
+                                    Ok(fast) => assert_eq!(fast, iso_regex_end(&line), "{line:?}"),
+                                    Err(NotAscii) => assert!(!line.is_ascii(), "{line:?}"),
+                                }
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000);
+    }
+
+    #[test]
+    fn the_hand_read_prefixes_agree_with_the_pattern_table() {
+        let heads = [
+            "[rank0]",
+            "[rank12]",
+            "[default3]",
+            "[local_rank1]",
+            "[worker",
+            "[rank]",
+            "[rank٣]",
+            "[INFO]",
+            "[WARN]",
+            "[WARNING]",
+            "[WARNINGX]",
+            "[ERROR]",
+            "[info]",
+            "[E321 02:07:08.408271257 a.cpp:607]",
+            "[2024-01-02 03:04:05,678]",
+            "2024-01-02T03:04:05.1Z",
+            "[12:34:56]",
+        ];
+        let tails = [
+            "", ":", ": ", ":x", " x", "  -  x", " | x", " :x", "x", "] x", "│ x",
+        ];
+        for head in heads {
+            for tail in tails {
+                let line = format!("{head}{tail}");
+                let (mut fast, mut slow) = (LineMeta::default(), LineMeta::default());
+                let fast_end = strip_one(&line, &mut fast);
+                let slow_end = strip_one_by_set(&line, &mut slow);
+                assert_eq!((fast_end, fast), (slow_end, slow), "{line:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lines_that_cannot_start_a_prefix_skip_the_prefix_set() {
+        for line in [
+            "  File \"a.py\", line 1",
+            "RuntimeError: x",
+            "Traceback (most recent call last):",
+            "|  0 |",
+        ] {
+            assert!(!may_start_prefix(line, &LineMeta::default()), "{line}");
+            assert!(
+                PREFIX_SET
+                    .matches(line)
+                    .iter()
+                    .all(|i| matches!(PREFIXES[i].0, Kind::LevelAfterTimestamp)),
+                "{line}"
+            );
+        }
+        let after_timestamp = LineMeta {
+            timestamp: true,
+            ..LineMeta::default()
+        };
+        assert!(may_start_prefix(" - INFO - x", &after_timestamp));
+        assert!(may_start_prefix("ERROR:root:x", &LineMeta::default()));
+        assert!(may_start_prefix(
+            "E0321 02:07:08.408271 1 f.cc:1] x",
+            &LineMeta::default()
+        ));
     }
 
     #[test]
