@@ -186,15 +186,14 @@ fn assertion(out: &mut Collector, line: &Line<'_>) {
     let Some(expression) = assertion_expression(text) else {
         return;
     };
-    let location =
-        regex!(r"(?P<file>[^\s:`']+\.(?P<ext>cuh?|c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):").captures(text);
+    let location = source_location(text);
     let grid = regex!(r"block: \[(?P<block>[\d, ]+)\], thread: \[(?P<thread>[\d, ]+)\]").captures(text);
-    if grid.is_none() && is_host_assertion(text, location.as_ref().map(|l| &l["ext"])) {
+    if grid.is_none() && is_host_assertion(text, location.as_ref().map(|l| l.ext)) {
         return;
     }
     let function = match &location {
         Some(loc) => {
-            let after = &text[loc.get(0).map_or(0, |m| m.end())..];
+            let after = &text[loc.end..];
             let end = after
                 .find("block:")
                 .or_else(|| after.find("Assertion"))
@@ -207,8 +206,8 @@ fn assertion(out: &mut Collector, line: &Line<'_>) {
             .map(|c| c["f"].to_owned()),
     };
     let found = CudaAssert {
-        file: location.as_ref().map(|c| c["file"].to_owned()),
-        source_line: location.as_ref().and_then(|c| c["line"].parse().ok()),
+        file: location.as_ref().map(|l| l.file.to_owned()),
+        source_line: location.as_ref().and_then(|l| l.line.parse().ok()),
         function,
         expression: expression.to_owned(),
         occurrences: 0,
@@ -218,6 +217,62 @@ fn assertion(out: &mut Collector, line: &Line<'_>) {
     let block = grid.as_ref().map(|g| g["block"].replace(' ', ""));
     let thread = grid.as_ref().map(|g| g["thread"].replace(' ', ""));
     out.assertion(line, found, block.as_deref(), thread.as_deref());
+}
+
+/// Where an assertion line names its source: `Loss.cu:240:`.
+#[derive(Debug, PartialEq, Eq)]
+struct SourceLocation<'a> {
+    file: &'a str,
+    ext: &'a str,
+    line: &'a str,
+    /// Byte offset just after the second colon.
+    end: usize,
+}
+
+/// The extensions of [`source_location`]'s pattern; longer ones first where one ends another.
+const SOURCE_EXTENSIONS: [&str; 8] = ["cuh", "cu", "cc", "cpp", "cxx", "c", "hpp", "h"];
+
+/// The first `file.ext:line:` of `text`: the regex below, read by hand on ASCII lines (an
+/// assertion line repeats for every thread block, so this runs often, and the regex has to try
+/// every start position).
+fn source_location(text: &str) -> Option<SourceLocation<'_>> {
+    if !text.is_ascii() {
+        // Unicode `\s` and `\d` are the regex's business.
+        return regex!(r"(?P<file>[^\s:`']+\.(?P<ext>cuh?|c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):")
+            .captures(text)
+            .and_then(|c| {
+                Some(SourceLocation {
+                    file: c.name("file")?.as_str(),
+                    ext: c.name("ext")?.as_str(),
+                    line: c.name("line")?.as_str(),
+                    end: c.get(0)?.end(),
+                })
+            });
+    }
+    let bytes = text.as_bytes();
+    let separator = |b: &u8| b.is_ascii_whitespace() || matches!(b, b':' | b'`' | b'\'');
+    memchr::memchr_iter(b':', bytes).find_map(|colon| {
+        let digits = bytes[colon + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if digits == 0 || bytes.get(colon + 1 + digits) != Some(&b':') {
+            return None;
+        }
+        let start = bytes[..colon].iter().rposition(separator).map_or(0, |i| i + 1);
+        let file = &text[start..colon];
+        let ext = SOURCE_EXTENSIONS.into_iter().find(|ext| {
+            file.strip_suffix(ext)
+                .and_then(|stem| stem.strip_suffix('.'))
+                .is_some_and(|stem| !stem.is_empty())
+        })?;
+        Some(SourceLocation {
+            file,
+            ext,
+            line: &text[colon + 1..colon + 1 + digits],
+            end: colon + digits + 2,
+        })
+    })
 }
 
 /// An assertion of host code (glibc `assert`, TH / THNN on the CPU): a C / C++ source file named
@@ -445,6 +500,49 @@ fn device_count_error(out: &mut Collector, line: &Line<'_>) {
 #[cfg(test)]
 mod tests {
     use crate::model::{CudaApi, EventKind};
+
+    #[test]
+    fn source_locations_are_read_by_hand_as_the_regex_would() {
+        let re = regex::Regex::new(r"(?P<file>[^\s:`']+\.(?P<ext>cuh?|c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let lines = [
+            "/pytorch/aten/src/ATen/native/cuda/Loss.cu:240: nll_loss_forward: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0` failed.",
+            "../aten/src/ATen/native/cuda/Indexing.cu:1141: indexSelectLargeIndex: block: [1,0,0]",
+            "C:\\cb\\pytorch\\aten\\src\\ATen\\native\\cuda\\ScatterGatherKernel.cu:365: block",
+            "python3: /opt/conda/x.cpp:93: void f(): Assertion `x' failed.",
+            "a.cuh:1:",
+            "x .cu:1:",
+            ".cu:3:",
+            "f.cu:12",
+            "f.cu:x:",
+            "f.c:1: g.cu:2:",
+            "`f.cpp:7:`",
+            "f.hpp:70:x",
+            "time 12:30:45 f.h:2:",
+            "f.cc:1:2:",
+            "a.b.cu:9:",
+            "tail f.cu:",
+            "",
+            "::1:",
+            "f.cxx:1:",
+            "a.cuhh:1:",
+            "Loss.cu:240\u{a0}f.cu:1:",
+        ];
+        for line in lines {
+            let expected = re.captures(line).map(|c| {
+                let end = c.get(0).map_or(0, |m| m.end());
+                (
+                    c["file"].to_owned(),
+                    c["ext"].to_owned(),
+                    c["line"].to_owned(),
+                    end,
+                )
+            });
+            let got = super::source_location(line)
+                .map(|l| (l.file.to_owned(), l.ext.to_owned(), l.line.to_owned(), l.end));
+            assert_eq!(got, expected, "{line}");
+        }
+    }
     use crate::parse::parse_str;
 
     fn kinds(log: &str) -> Vec<EventKind> {
