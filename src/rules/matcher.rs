@@ -6,6 +6,7 @@
 //! those hits and the parsed events. Advice lines are never evidence.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::conditions::event_captures;
 use super::pattern::group_text;
@@ -27,8 +28,8 @@ const MAX_EVIDENCE: usize = 8;
 pub struct Hit {
     /// Original line number.
     pub line: u64,
-    /// Normalized text (cut like event texts).
-    pub text: String,
+    /// Normalized text (cut like event texts), shared by the patterns that hit the line.
+    pub text: Arc<str>,
     /// Rank that printed it.
     pub rank: Option<u32>,
     /// The line is a warning (a logged warning or `SomethingWarning:`), not an error.
@@ -226,31 +227,42 @@ impl<'r> Matcher<'r> {
     }
 }
 
+impl Matcher<'_> {
+    /// Records that `patterns` (pattern ids, ascending) matched `line`; advice lines are never
+    /// recorded.
+    fn record(&mut self, line: &Line<'_>, mut patterns: impl Iterator<Item = usize>) {
+        let Some(first) = patterns.next() else {
+            return;
+        };
+        if advice_kind(line.text).is_some() {
+            return;
+        }
+        let hit = Hit {
+            line: line.number,
+            text: crate::model::clip_text(line.text.trim()).into(),
+            rank: line.rank(),
+            warning: is_warning_line(line),
+        };
+        for p in std::iter::once(first).chain(patterns) {
+            self.hits.entry(p).or_default().record(hit.clone());
+        }
+    }
+}
+
 impl LineSink for Matcher<'_> {
     fn line(&mut self, line: &Line<'_>) {
         let Some(set) = self.set else {
             return;
         };
         let matches = set.matches(line.text.as_bytes());
-        if !matches.matched_any() || advice_kind(line.text).is_some() {
-            return;
-        }
-        let hit = Hit {
-            line: line.number,
-            text: crate::model::clip_text(line.text.trim()),
-            rank: line.rank(),
-            warning: is_warning_line(line),
-        };
-        for p in matches.iter() {
-            self.hits.entry(p).or_default().record(hit.clone());
-        }
+        self.record(line, matches.iter());
     }
 }
 
 fn evidence_line(hit: &Hit, total: u32) -> EvidenceLine {
     EvidenceLine {
         line: hit.line,
-        text: hit.text.clone(),
+        text: hit.text.to_string(),
         rank: hit.rank,
         repeats: (total > 1).then_some(total),
     }
