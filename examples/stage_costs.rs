@@ -1,0 +1,77 @@
+//! Profiling aid: what each stage of the analysis costs on the generated noisy log, stage by
+//! stage (each line adds one stage to the one before), best of three runs.
+//!
+//! `cargo run --release --example stage_costs -- [MB]` (default 100).
+#[path = "../benches/support/noisy_log.rs"]
+#[allow(dead_code)]
+mod noisy_log;
+
+use std::time::{Duration, Instant};
+
+use faultline::normalize::Line;
+use faultline::scan::{LineSink, Prefilter, scan_slice};
+
+/// Takes normalized lines and does nothing with them.
+struct Discard;
+
+impl LineSink for Discard {
+    fn line(&mut self, _: &Line<'_>) {}
+}
+
+/// Candidate lines found by the prefilter alone (no normalization).
+fn count_candidates(prefilter: &Prefilter, log: &[u8]) -> usize {
+    let mut pos = 0;
+    let mut n = 0;
+    while let Some(hit) = prefilter.next_candidate(log, pos) {
+        n += 1;
+        pos = memchr::memchr(b'\n', &log[hit..]).map_or(log.len(), |i| hit + i + 1);
+    }
+    n
+}
+
+fn best_of_three(mut stage: impl FnMut()) -> Duration {
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            stage();
+            t.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+}
+
+fn main() {
+    let mb: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100);
+    let rules = faultline::rules::RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let automata = rules.automata().unwrap_or_else(|e| panic!("{e}"));
+    let mut log = Vec::new();
+    let _ = noisy_log::generate(mb << 20, 42, &mut log);
+    let prefilter = &automata.prefilter;
+    let mut candidates = 0;
+    let find = best_of_three(|| candidates = count_candidates(prefilter, &log));
+    let normalize = best_of_three(|| {
+        scan_slice(&log, prefilter, &mut Discard);
+    });
+    let parse = best_of_three(|| {
+        scan_slice(&log, prefilter, &mut faultline::parse::Parser::new());
+    });
+    let matcher = best_of_three(|| {
+        scan_slice(
+            &log,
+            prefilter,
+            &mut faultline::rules::matcher::Matcher::new(&rules),
+        );
+    });
+    let analyze = best_of_three(|| {
+        faultline::diagnose::analyze_bytes(&rules, &log);
+    });
+    println!("{mb} MB, {candidates} candidate lines");
+    println!("find candidates:           {find:?}");
+    println!("+ normalize them:          {normalize:?}");
+    println!("+ parser (no rules):       {parse:?}");
+    println!("+ rule matcher (no parser): {matcher:?}");
+    println!("analyze (all of it):       {analyze:?}");
+}
