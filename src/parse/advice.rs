@@ -43,10 +43,34 @@ pub(super) const EXTRACTORS: &[Extractor] = &[Extractor {
     handle: advice_line,
 }];
 
+/// What every pattern of [`ADVICE`] starts with (after leading whitespace): most lines are ruled
+/// out by this before any regex runs.
+const ADVICE_STARTS: &[&str] = &[
+    "CUDA",
+    "HIP",
+    "For",
+    "Consider",
+    "Compile",
+    "Device",
+    "If",
+    "See",
+    "(",
+    "run ",
+    "set ",
+    "Set ",
+    "NCCL",
+    "traceback",
+    "To ",
+];
+
 static ADVICE_REGEXES: LazyLock<Vec<(Regex, Advice)>> = LazyLock::new(|| compile_table(ADVICE));
 
 /// The advice a normalized line consists of, if it is an advice line.
 pub fn advice_kind(text: &str) -> Option<Advice> {
+    let start = text.trim_start();
+    if !ADVICE_STARTS.iter().any(|word| start.starts_with(word)) {
+        return None;
+    }
     ADVICE_REGEXES
         .iter()
         .find(|(re, _)| re.is_match(text))
@@ -62,6 +86,37 @@ fn advice_line(out: &mut Collector, line: &Line<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_start_words_let_every_form_of_every_advice_through() {
+        let lines = [
+            "CUDA kernel errors might be asynchronously reported at some other API call",
+            "  HIP kernel errors might be asynchronously reported at some other API call",
+            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+            "For debugging, consider passing CUDA_LAUNCH_BLOCKING=1.",
+            "Consider passing CUDA_LAUNCH_BLOCKING=1",
+            "Consider setting CUDA_LAUNCH_BLOCKING=1",
+            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+            "Device-side assertion tracking was not enabled by user.",
+            "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+            "See documentation for Memory Management",
+            "(run with NCCL_DEBUG=INFO for details)",
+            "set NCCL_DEBUG=INFO for details",
+            "Set NCCL_DEBUG=INFO for details",
+            "NCCL_DEBUG=INFO for details",
+            "traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+            "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        ];
+        for line in lines {
+            let by_regex = ADVICE_REGEXES
+                .iter()
+                .find(|(re, _)| re.is_match(line))
+                .map(|(_, a)| *a);
+            assert!(by_regex.is_some(), "{line}");
+            assert_eq!(advice_kind(line), by_regex, "{line}");
+        }
+        assert_eq!(advice_kind("{'loss': 1.0}"), None);
+    }
 
     #[test]
     fn the_asynchronous_report_block_is_three_advice_lines() {
