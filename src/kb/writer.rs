@@ -216,17 +216,97 @@ async fn write_batch(store: &Store, incidents: &[&NewIncident]) -> Result<Vec<St
     let mut tx = store.pool().begin().await?;
     let mut stored = Vec::with_capacity(incidents.len());
     for incident in incidents {
-        stored.push(write_one(&mut tx, store.backend(), incident).await?);
+        stored.push(write_one(&mut tx, incident).await?);
+    }
+    // The rows that only need the incident's id go in a few multi-row statements per batch:
+    // one statement per row made the writer's round-trips to the database the bottleneck.
+    let ids = || stored.iter().map(|s| s.incident_id).zip(incidents);
+    let rule_rows: Vec<Vec<Value<'_>>> = ids()
+        .flat_map(|(id, i)| {
+            i.rules.iter().map(move |(rule, role)| {
+                vec![
+                    Value::Int(id),
+                    Value::Text(Some(rule)),
+                    Value::Text(Some(role)),
+                    Value::Int(i.created_at),
+                ]
+            })
+        })
+        .collect();
+    insert_rows(
+        &mut tx,
+        "INSERT INTO incident_rules (incident_id, rule, role, created_at) VALUES ",
+        " ON CONFLICT DO NOTHING",
+        &rule_rows,
+    )
+    .await?;
+    if store.backend() == Backend::Sqlite {
+        let search_rows: Vec<Vec<Value<'_>>> = ids()
+            .map(|(id, i)| {
+                let p = i.primary.as_ref();
+                vec![
+                    Value::Int(id),
+                    Value::Text(p.map(|p| p.title.as_str())),
+                    Value::Text(p.map(|p| p.summary.as_str())),
+                    Value::Text(p.map(|p| p.evidence.as_str())),
+                    Value::Text(i.meta.project.as_deref()),
+                ]
+            })
+            .collect();
+        insert_rows(
+            &mut tx,
+            "INSERT INTO incidents_fts (rowid, title, summary, evidence, project) VALUES ",
+            "",
+            &search_rows,
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(stored)
 }
 
-async fn write_one(
+/// A value bound into a multi-row insert.
+enum Value<'a> {
+    Int(i64),
+    Text(Option<&'a str>),
+}
+
+/// Most bound values in one statement (SQLite's default limit is 32,766).
+const MAX_BOUND_VALUES: usize = 4_000;
+
+/// Inserts `rows` (all of the same width) with `head` `($1, $2, …), (…)` `tail`, in as few
+/// statements as the bound-value limit allows.
+async fn insert_rows(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    backend: Backend,
-    i: &NewIncident,
-) -> Result<Stored> {
+    head: &str,
+    tail: &str,
+    rows: &[Vec<Value<'_>>],
+) -> Result<()> {
+    let width = rows.first().map_or(1, Vec::len).max(1);
+    for chunk in rows.chunks((MAX_BOUND_VALUES / width).max(1)) {
+        let mut sql = String::from(head);
+        for (r, row) in chunk.iter().enumerate() {
+            sql.push_str(if r == 0 { "(" } else { ", (" });
+            let placeholders: Vec<String> = (1..=row.len()).map(|c| format!("${}", r * width + c)).collect();
+            sql.push_str(&placeholders.join(", "));
+            sql.push(')');
+        }
+        sql.push_str(tail);
+        // Only the constant head and tail and numbered placeholders: no value is in the text.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for value in chunk.iter().flatten() {
+            query = match value {
+                Value::Int(v) => query.bind(*v),
+                Value::Text(v) => query.bind(*v),
+            };
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Writes the log, the group and the incident row; [`write_batch`] adds the rest.
+async fn write_one(tx: &mut sqlx::Transaction<'_, sqlx::Any>, i: &NewIncident) -> Result<Stored> {
     sqlx::query(
         "INSERT INTO logs (hash, bytes, lines, data) VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO NOTHING",
     )
@@ -267,27 +347,6 @@ async fn write_one(
     .fetch_one(&mut **tx)
     .await?;
     let incident_id: i64 = row.try_get(0)?;
-    for (rule, role) in &i.rules {
-        sqlx::query(
-            "INSERT INTO incident_rules (incident_id, rule, role, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-        )
-        .bind(incident_id)
-        .bind(rule)
-        .bind(*role)
-        .bind(i.created_at)
-        .execute(&mut **tx)
-        .await?;
-    }
-    if backend == Backend::Sqlite {
-        sqlx::query("INSERT INTO incidents_fts (rowid, title, summary, evidence, project) VALUES ($1, $2, $3, $4, $5)")
-            .bind(incident_id)
-            .bind(p.map(|p| p.title.clone()))
-            .bind(p.map(|p| p.summary.clone()))
-            .bind(p.map(|p| p.evidence.clone()))
-            .bind(&i.meta.project)
-            .execute(&mut **tx)
-            .await?;
-    }
     Ok(Stored {
         incident_id,
         group_id,
