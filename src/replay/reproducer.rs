@@ -159,17 +159,11 @@ fn target_bounds(s: &mut String, p: &Params<'_>) {
 }
 
 fn index_bounds(s: &mut String, p: &Params<'_>) {
-    let ids = p.tensor("tensor", "input_ids");
-    let keys = [
-        "size",
-        "vocab_size",
-        "num_embeddings",
-        "max_position_embeddings",
-        "type_vocab_size",
-        "num_classes",
-    ];
+    let role = p.value("tensor").unwrap_or_else(|| "input_ids".into());
+    let ids = quote(&p.resolve(&role));
     let _ = writeln!(s, "ids = t[{ids}].long()");
-    match p.int(&keys) {
+    // The size the check itself reads, in its order.
+    match p.int(&super::check::size_keys(&role)) {
         Some(size) => {
             let _ = writeln!(s, "size = {size}");
         }

@@ -30,10 +30,20 @@ fn extremes(out: &ScanOutput, lo: i64, hi: i64) -> String {
     }
 }
 
+/// Other names of the `size` parameter of `index_bounds`: the sizes of the tables a model indexes.
+pub(crate) const TABLE_SIZE_ALIASES: [&str; 6] = [
+    "vocab_size",
+    "num_embeddings",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "num_classes",
+    "num_labels",
+];
+
 /// The parameter names that give the size of the table `role` indexes, most telling first: an
 /// embedding's rows (`num_embeddings`) before the config's `vocab_size`, which can disagree
 /// with them after tokens were added.
-fn size_keys(role: &str) -> Vec<&'static str> {
+pub(crate) fn size_keys(role: &str) -> Vec<&'static str> {
     let first: &[&'static str] = match role {
         "input_ids" | "decoder_input_ids" | "ids" | "tokens" => &["num_embeddings", "vocab_size"],
         "position_ids" => &["max_position_embeddings"],
@@ -41,19 +51,10 @@ fn size_keys(role: &str) -> Vec<&'static str> {
         "labels" | "label" | "targets" | "target" => &["num_classes", "num_labels"],
         _ => &[],
     };
-    let all = [
-        "size",
-        "vocab_size",
-        "num_embeddings",
-        "max_position_embeddings",
-        "type_vocab_size",
-        "num_classes",
-        "num_labels",
-    ];
     let mut keys = first.to_vec();
     // Generic names next; the names of other tables only when given in the spec.
     keys.push("size");
-    keys.extend(all.iter().filter(|k| !first.contains(k) && **k != "size"));
+    keys.extend(TABLE_SIZE_ALIASES.iter().filter(|k| !first.contains(k)));
     keys
 }
 

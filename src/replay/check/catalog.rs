@@ -56,14 +56,7 @@ pub const CHECKS: &[CheckInfo] = &[
             },
             ParamInfo {
                 name: "size",
-                aliases: &[
-                    "vocab_size",
-                    "num_embeddings",
-                    "max_position_embeddings",
-                    "type_vocab_size",
-                    "num_classes",
-                    "num_labels",
-                ],
+                aliases: &super::bounds::TABLE_SIZE_ALIASES,
                 default: "metadata (vocab_size for input_ids, max_position_embeddings for position_ids, …), else the rows of `weight`",
                 help: "rows of the table indexed",
             },

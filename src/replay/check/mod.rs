@@ -18,6 +18,7 @@ mod consistency;
 mod gemm;
 mod values;
 
+pub(crate) use bounds::size_keys;
 use bounds::{index_bounds, target_bounds};
 pub use catalog::{CHECKS, CheckInfo, ParamInfo, check_info, describe_checks};
 use consistency::consistency;
