@@ -367,18 +367,16 @@ fn iso_timestamp(rest: &str) -> Result<Option<usize>, NotAscii> {
         for after_bracket in bracket.into_iter().chain([after_zone]) {
             // `(?: \d{2}[OE]\+?)?`, GitLab's stream tag.
             let b = after_bracket;
-            let mut tags = Vec::with_capacity(2);
+            // With the tag and its `+`, with the tag alone, then without the tag.
+            let mut tags = [None, None];
             if s.get(b) == Some(&b' ')
                 && digit(rest, b + 1)?
                 && digit(rest, b + 2)?
                 && matches!(s.get(b + 3), Some(b'O' | b'E'))
             {
-                if s.get(b + 4) == Some(&b'+') {
-                    tags.push(b + 5);
-                }
-                tags.push(b + 4);
+                tags = [(s.get(b + 4) == Some(&b'+')).then_some(b + 5), Some(b + 4)];
             }
-            for after_tag in tags.into_iter().chain([b]) {
+            for after_tag in tags.into_iter().flatten().chain([b]) {
                 if let Some(end) = timestamp_end(s, after_tag) {
                     return Ok(Some(end));
                 }
