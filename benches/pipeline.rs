@@ -1,6 +1,6 @@
 //! Throughput of the core on a long noisy CI log (100 MB by default, or `FAULTLINE_BENCH_MB` MB):
 //! parsing alone and the whole analysis with the embedded rule base; latency on a single ~4 KB
-//! CUDA traceback; compilation of the embedded rule base and of 1,000 rules.
+//! CUDA traceback (and what storing it adds); compilation of the embedded rule base and of 1,000 rules.
 //!
 //! `cargo bench --bench pipeline`; `FAULTLINE_BENCH_MB=10 cargo bench --bench pipeline` for a quick run.
 
@@ -73,6 +73,15 @@ fn small_log(c: &mut Criterion) {
         b.iter(|| {
             let analysis = faultline::diagnose::analyze_bytes(black_box(&rules), black_box(&log));
             serde_json::to_vec(&analysis.diagnosis).unwrap_or_default()
+        })
+    });
+    // What storing adds on the request side: redaction, hashing, compression, encoding.
+    let text = String::from_utf8_lossy(&log).into_owned();
+    let diagnosis = faultline::diagnose::analyze_str(&rules, &text);
+    group.bench_function("prepare_incident", |b| {
+        b.iter(|| {
+            let redacted = faultline::kb::redact::redact(black_box(&text));
+            faultline::kb::writer::NewIncident::prepare(&redacted, &diagnosis, Default::default(), 0)
         })
     });
     group.finish();

@@ -188,3 +188,72 @@ async fn the_knowledge_base_works_on_postgres() {
     };
     knowledge_base_works_on(store).await;
 }
+
+/// Submits many incidents at once, so that the writer stores them in shared statements, and checks
+/// that each answer names the incident's own row and group.
+async fn a_batch_keeps_each_incident_with_its_own_row(store: Store) {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let (writer, task) = Writer::spawn(store.clone(), 64);
+    let logs = [OOM, ASSERT, "all good\n"];
+    let submissions: Vec<_> = (0..48)
+        .map(|n| {
+            let log = logs[n % logs.len()];
+            let project = format!("project-{n}");
+            let incident = incident(&rules, log, &project);
+            let writer = writer.clone();
+            tokio::spawn(async move { (log, project, writer.write(incident).await) })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for submission in submissions {
+        let (log, project, stored) = submission.await.unwrap_or_else(|e| panic!("{e}"));
+        answers.push((log, project, stored.unwrap_or_else(|e| panic!("{e}"))));
+    }
+
+    for (log, project, stored) in &answers {
+        let detail = store
+            .incident(stored.incident_id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(detail.incident.project.as_deref(), Some(project.as_str()));
+        assert_eq!(detail.log, *log);
+        assert_eq!(detail.incident.group_id, stored.group_id, "{project}");
+    }
+    let new_groups = answers.iter().filter(|(_, _, s)| s.new_group).count();
+    assert_eq!(new_groups, 2, "one OOM group and one assert group are new, each once");
+    for log in [OOM, ASSERT] {
+        let groups: Vec<Option<i64>> = answers
+            .iter()
+            .filter(|(l, _, _)| *l == log)
+            .map(|(_, _, s)| s.group_id)
+            .collect();
+        assert!(groups.iter().all(|g| g.is_some() && *g == groups[0]));
+        let group = store
+            .group(groups[0].unwrap_or_default(), 30)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(group.group.count, 16, "every incident of the batch is counted");
+    }
+    assert_eq!(store.count(Table::Incidents).await.ok(), Some(48));
+    assert_eq!(store.count(Table::Logs).await.ok(), Some(3));
+
+    drop(writer);
+    let _ = task.await;
+}
+
+#[tokio::test]
+async fn a_batch_keeps_each_incident_with_its_own_row_on_sqlite() {
+    let db = support::TempDb::new("kb-batch");
+    let store = Store::open_and_migrate(&db.url(), &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    a_batch_keeps_each_incident_with_its_own_row(store).await;
+}
+
+#[tokio::test]
+async fn a_batch_keeps_each_incident_with_its_own_row_on_postgres() {
+    let Some(store) = support::postgres_store("kb_batch").await else {
+        return;
+    };
+    a_batch_keeps_each_incident_with_its_own_row(store).await;
+}

@@ -7,7 +7,10 @@
 //! are retried one by one so that one bad incident cannot fail the others.
 
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use tokio::sync::{mpsc, oneshot};
 
 use super::codec::{compress, sha256_hex};
@@ -213,22 +216,22 @@ async fn run(store: Store, mut rx: mpsc::Receiver<Job>, batch: usize) {
 }
 
 async fn write_batch(store: &Store, incidents: &[&NewIncident]) -> Result<Vec<Stored>> {
+    // A few multi-row statements per batch, whatever its size: one statement per row made the
+    // writer's round-trips to the database the bottleneck of storing.
     let mut tx = store.pool().begin().await?;
-    let mut stored = Vec::with_capacity(incidents.len());
-    for incident in incidents {
-        stored.push(write_one(&mut tx, incident).await?);
-    }
-    // The rows that only need the incident's id go in a few multi-row statements per batch:
-    // one statement per row made the writer's round-trips to the database the bottleneck.
+    insert_logs(&mut tx, incidents).await?;
+    let groups = upsert_groups(&mut tx, incidents).await?;
+    let stored = insert_incidents(&mut tx, incidents, &groups).await?;
+
     let ids = || stored.iter().map(|s| s.incident_id).zip(incidents);
     let rule_rows: Vec<Vec<Value<'_>>> = ids()
         .flat_map(|(id, i)| {
             i.rules.iter().map(move |(rule, role)| {
                 vec![
-                    Value::Int(id),
+                    Value::Int(Some(id)),
                     Value::Text(Some(rule)),
                     Value::Text(Some(role)),
-                    Value::Int(i.created_at),
+                    Value::Int(Some(i.created_at)),
                 ]
             })
         })
@@ -245,7 +248,7 @@ async fn write_batch(store: &Store, incidents: &[&NewIncident]) -> Result<Vec<St
             .map(|(id, i)| {
                 let p = i.primary.as_ref();
                 vec![
-                    Value::Int(id),
+                    Value::Int(Some(id)),
                     Value::Text(p.map(|p| p.title.as_str())),
                     Value::Text(p.map(|p| p.summary.as_str())),
                     Value::Text(p.map(|p| p.evidence.as_str())),
@@ -265,30 +268,248 @@ async fn write_batch(store: &Store, incidents: &[&NewIncident]) -> Result<Vec<St
     Ok(stored)
 }
 
+/// Stores each distinct log of the batch once (logs are content-addressed).
+async fn insert_logs(tx: &mut Tx<'_>, incidents: &[&NewIncident]) -> Result<()> {
+    let mut seen = HashSet::new();
+    let rows: Vec<Vec<Value<'_>>> = incidents
+        .iter()
+        .filter(|i| seen.insert(i.log_hash.as_str()))
+        .map(|i| {
+            vec![
+                Value::Text(Some(&i.log_hash)),
+                Value::Int(Some(i.log_bytes)),
+                Value::Int(Some(i.log_lines)),
+                Value::Blob(&i.log_data),
+            ]
+        })
+        .collect();
+    insert_rows(
+        tx,
+        "INSERT INTO logs (hash, bytes, lines, data) VALUES ",
+        " ON CONFLICT (hash) DO NOTHING",
+        &rows,
+    )
+    .await?;
+    Ok(())
+}
+
+/// A group as the batch left it.
+#[derive(Debug, Clone, Copy)]
+struct GroupRow {
+    id: i64,
+    /// Created by this batch.
+    new: bool,
+}
+
+/// Counts the batch's incidents into their groups, creating the groups that do not exist yet, in
+/// one upsert (several servers may race on a new fingerprint: the database serializes them).
+async fn upsert_groups<'a>(
+    tx: &mut Tx<'_>,
+    incidents: &[&'a NewIncident],
+) -> Result<HashMap<&'a str, GroupRow>> {
+    // Per fingerprint, in batch order: the first incident's fields, how many, the last time.
+    let mut batch: Vec<(&Primary, i64, i64, i64)> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for i in incidents {
+        let Some(p) = &i.primary else { continue };
+        match index.get(p.fingerprint.as_str()) {
+            Some(&k) => {
+                let entry = &mut batch[k];
+                entry.1 += 1;
+                entry.3 = entry.3.max(i.created_at);
+            }
+            None => {
+                index.insert(&p.fingerprint, batch.len());
+                batch.push((p, 1, i.created_at, i.created_at));
+            }
+        }
+    }
+    let rows: Vec<Vec<Value<'_>>> = batch
+        .iter()
+        .map(|(p, count, first, last)| {
+            vec![
+                Value::Text(Some(&p.fingerprint)),
+                Value::Text(Some(&p.class)),
+                Value::Text(Some(&p.rule)),
+                Value::Text(Some(&p.title)),
+                Value::Text(Some(&p.message)),
+                Value::Int(Some(*count)),
+                Value::Int(Some(*first)),
+                Value::Int(Some(*last)),
+            ]
+        })
+        .collect();
+    let returned = insert_rows(
+        tx,
+        "INSERT INTO groups (fingerprint, class, rule, title, message, count, first_seen, last_seen) VALUES ",
+        " ON CONFLICT (fingerprint) DO UPDATE SET count = groups.count + excluded.count, last_seen = excluded.last_seen
+         RETURNING id, fingerprint, count",
+        &rows,
+    )
+    .await?;
+    let mut groups = HashMap::with_capacity(batch.len());
+    for row in returned.iter().flatten() {
+        let fingerprint: String = row.try_get(1)?;
+        let Some(&k) = index.get(fingerprint.as_str()) else {
+            continue;
+        };
+        let (p, count, _, _) = batch[k];
+        // Counts start at 1 and never go down: a group that existed before holds more than this
+        // batch's incidents.
+        let total: i64 = row.try_get(2)?;
+        groups.insert(
+            p.fingerprint.as_str(),
+            GroupRow {
+                id: row.try_get(0)?,
+                new: total == count,
+            },
+        );
+    }
+    Ok(groups)
+}
+
+/// Inserts the incident rows; their ids in batch order.
+async fn insert_incidents(
+    tx: &mut Tx<'_>,
+    incidents: &[&NewIncident],
+    groups: &HashMap<&str, GroupRow>,
+) -> Result<Vec<Stored>> {
+    let tags: Vec<String> = incidents
+        .iter()
+        .map(|i| serde_json::to_string(&i.meta.tags).unwrap_or_else(|_| "[]".into()))
+        .collect();
+    let group_of = |i: &NewIncident| {
+        i.primary
+            .as_ref()
+            .and_then(|p| groups.get(p.fingerprint.as_str()))
+            .copied()
+    };
+    let rows: Vec<Vec<Value<'_>>> = incidents
+        .iter()
+        .zip(&tags)
+        .map(|(i, tags)| {
+            let p = i.primary.as_ref();
+            vec![
+                Value::Int(Some(i.created_at)),
+                Value::Int(group_of(i).map(|g| g.id)),
+                Value::Text(Some(&i.log_hash)),
+                Value::Text(i.meta.project.as_deref()),
+                Value::Text(i.meta.source.as_deref()),
+                Value::Text(i.meta.commit.as_deref()),
+                Value::Text(i.meta.job_url.as_deref()),
+                Value::Text(Some(tags)),
+                Value::Text(p.map(|p| p.class.as_str())),
+                Value::Text(p.map(|p| p.rule.as_str())),
+                Value::Text(p.map(|p| p.confidence)),
+                Value::Text(p.map(|p| p.title.as_str())),
+                Value::Text(p.map(|p| p.summary.as_str())),
+                Value::Text(p.map(|p| p.evidence.as_str())),
+                Value::Int(Some(i.log_lines)),
+                Value::Blob(&i.diagnosis),
+            ]
+        })
+        .collect();
+    let returned = insert_rows(
+        tx,
+        "INSERT INTO incidents (created_at, group_id, log_hash, project, source, commit_sha, job_url, tags, class, rule, confidence, title, summary, evidence, lines, diagnosis) VALUES ",
+        " RETURNING id",
+        &rows,
+    )
+    .await?;
+    // Ids come from an increasing sequence (SQLite AUTOINCREMENT, PostgreSQL BIGSERIAL) and are
+    // given to the VALUES rows in order, but RETURNING may list the rows in any order: sorting
+    // each statement's ids puts them back in batch order.
+    let mut ids = Vec::with_capacity(incidents.len());
+    for statement in returned {
+        let mut chunk = statement
+            .iter()
+            .map(|row| row.try_get::<i64, _>(0))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        chunk.sort_unstable();
+        ids.extend(chunk);
+    }
+    if ids.len() != incidents.len() {
+        return Err(StoreError::Invalid(format!(
+            "the database returned {} ids for {} incidents",
+            ids.len(),
+            incidents.len()
+        )));
+    }
+    // The first incident of a group created by this batch is the one that created it.
+    let mut announced = HashSet::new();
+    Ok(ids
+        .into_iter()
+        .zip(incidents)
+        .map(|(incident_id, i)| {
+            let group = group_of(i);
+            Stored {
+                incident_id,
+                group_id: group.map(|g| g.id),
+                new_group: group.is_some_and(|g| g.new && announced.insert(g.id)),
+            }
+        })
+        .collect())
+}
+
+type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
+
 /// A value bound into a multi-row insert.
 enum Value<'a> {
-    Int(i64),
+    Int(Option<i64>),
     Text(Option<&'a str>),
+    Blob(&'a [u8]),
+}
+
+impl Value<'_> {
+    /// Roughly what the value weighs in a statement.
+    fn bytes(&self) -> usize {
+        match self {
+            Value::Int(_) => 8,
+            Value::Text(t) => t.map_or(0, str::len),
+            Value::Blob(b) => b.len(),
+        }
+    }
 }
 
 /// Most bound values in one statement (SQLite's default limit is 32,766).
 const MAX_BOUND_VALUES: usize = 4_000;
+/// Most bound bytes in one statement (a PostgreSQL message holds at most 1 GiB; logs are large).
+const MAX_BOUND_BYTES: usize = 64 << 20;
 
 /// Inserts `rows` (all of the same width) with `head` `($1, $2, …), (…)` `tail`, in as few
-/// statements as the bound-value limit allows.
+/// statements as the bound-value and byte limits allow; the rows each statement returned.
 async fn insert_rows(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    tx: &mut Tx<'_>,
     head: &str,
     tail: &str,
     rows: &[Vec<Value<'_>>],
-) -> Result<()> {
+) -> Result<Vec<Vec<AnyRow>>> {
     let width = rows.first().map_or(1, Vec::len).max(1);
-    for chunk in rows.chunks((MAX_BOUND_VALUES / width).max(1)) {
+    let mut returned = Vec::new();
+    let mut rest = rows;
+    while !rest.is_empty() {
+        let mut take = 0;
+        let mut bytes = 0;
+        for row in rest {
+            let weight: usize = row.iter().map(Value::bytes).sum();
+            let full = (take + 1) * width > MAX_BOUND_VALUES || bytes + weight > MAX_BOUND_BYTES;
+            if take > 0 && full {
+                break;
+            }
+            take += 1;
+            bytes += weight;
+        }
+        let (chunk, next) = rest.split_at(take);
+        rest = next;
         let mut sql = String::from(head);
         for (r, row) in chunk.iter().enumerate() {
             sql.push_str(if r == 0 { "(" } else { ", (" });
-            let placeholders: Vec<String> = (1..=row.len()).map(|c| format!("${}", r * width + c)).collect();
-            sql.push_str(&placeholders.join(", "));
+            for c in 1..=row.len() {
+                if c > 1 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&format!("${}", r * width + c));
+            }
             sql.push(')');
         }
         sql.push_str(tail);
@@ -298,99 +519,12 @@ async fn insert_rows(
             query = match value {
                 Value::Int(v) => query.bind(*v),
                 Value::Text(v) => query.bind(*v),
+                Value::Blob(v) => query.bind(*v),
             };
         }
-        query.execute(&mut **tx).await?;
+        returned.push(query.fetch_all(&mut **tx).await?);
     }
-    Ok(())
-}
-
-/// Writes the log, the group and the incident row; [`write_batch`] adds the rest.
-async fn write_one(tx: &mut sqlx::Transaction<'_, sqlx::Any>, i: &NewIncident) -> Result<Stored> {
-    sqlx::query(
-        "INSERT INTO logs (hash, bytes, lines, data) VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO NOTHING",
-    )
-    .bind(&i.log_hash)
-    .bind(i.log_bytes)
-    .bind(i.log_lines)
-    .bind(&i.log_data)
-    .execute(&mut **tx)
-    .await?;
-    let (group_id, new_group) = match &i.primary {
-        Some(p) => {
-            let (id, new) = upsert_group(tx, p, i.created_at).await?;
-            (Some(id), new)
-        }
-        None => (None, false),
-    };
-    let p = i.primary.as_ref();
-    let row = sqlx::query(
-        "INSERT INTO incidents (created_at, group_id, log_hash, project, source, commit_sha, job_url, tags, class, rule, confidence, title, summary, evidence, lines, diagnosis)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
-    )
-    .bind(i.created_at)
-    .bind(group_id)
-    .bind(&i.log_hash)
-    .bind(&i.meta.project)
-    .bind(&i.meta.source)
-    .bind(&i.meta.commit)
-    .bind(&i.meta.job_url)
-    .bind(serde_json::to_string(&i.meta.tags).unwrap_or_else(|_| "[]".into()))
-    .bind(p.map(|p| p.class.clone()))
-    .bind(p.map(|p| p.rule.clone()))
-    .bind(p.map(|p| p.confidence))
-    .bind(p.map(|p| p.title.clone()))
-    .bind(p.map(|p| p.summary.clone()))
-    .bind(p.map(|p| p.evidence.clone()))
-    .bind(i.log_lines)
-    .bind(&i.diagnosis)
-    .fetch_one(&mut **tx)
-    .await?;
-    let incident_id: i64 = row.try_get(0)?;
-    Ok(Stored {
-        incident_id,
-        group_id,
-        new_group,
-    })
-}
-
-/// The group of a fingerprint, counting this incident; `true` when it was created now. Several
-/// servers may race on a new fingerprint: the loser of the insert counts into the winner's group.
-async fn upsert_group(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    p: &Primary,
-    now: i64,
-) -> Result<(i64, bool)> {
-    let bump = "UPDATE groups SET count = count + 1, last_seen = $1 WHERE fingerprint = $2 RETURNING id";
-    if let Some(row) = sqlx::query(bump)
-        .bind(now)
-        .bind(&p.fingerprint)
-        .fetch_optional(&mut **tx)
-        .await?
-    {
-        return Ok((row.try_get(0)?, false));
-    }
-    let inserted = sqlx::query(
-        "INSERT INTO groups (fingerprint, class, rule, title, message, count, first_seen, last_seen)
-         VALUES ($1, $2, $3, $4, $5, 1, $6, $6) ON CONFLICT (fingerprint) DO NOTHING RETURNING id",
-    )
-    .bind(&p.fingerprint)
-    .bind(&p.class)
-    .bind(&p.rule)
-    .bind(&p.title)
-    .bind(&p.message)
-    .bind(now)
-    .fetch_optional(&mut **tx)
-    .await?;
-    if let Some(row) = inserted {
-        return Ok((row.try_get(0)?, true));
-    }
-    let row = sqlx::query(bump)
-        .bind(now)
-        .bind(&p.fingerprint)
-        .fetch_one(&mut **tx)
-        .await?;
-    Ok((row.try_get(0)?, false))
+    Ok(returned)
 }
 
 #[cfg(test)]
