@@ -1,5 +1,7 @@
 //! Profiling aid: what each stage of the analysis costs on the generated noisy log, stage by
-//! stage (each line adds one stage to the one before), best of three runs.
+//! stage (each line adds one stage to the one before), best of three runs. The stages run on one
+//! thread (the log is fed in pieces smaller than the two-thread threshold); the last line is the
+//! real analysis of the whole log, on two threads.
 //!
 //! `cargo run --release --example stage_costs -- [MB]` (default 100).
 #[path = "../benches/support/noisy_log.rs"]
@@ -29,6 +31,20 @@ fn count_candidates(prefilter: &Prefilter, log: &[u8]) -> usize {
     n
 }
 
+/// The log in pieces of whole lines, each small enough to be scanned on the calling thread.
+fn pieces(log: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut rest = log;
+    while !rest.is_empty() {
+        let cut = rest.len().min(2 << 20);
+        let end = memchr::memrchr(b'\n', &rest[..cut]).map_or(cut, |i| i + 1);
+        let end = if cut == rest.len() { cut } else { end };
+        out.push(&rest[..end]);
+        rest = &rest[end..];
+    }
+    out
+}
+
 fn best_of_three(mut stage: impl FnMut()) -> Duration {
     (0..3)
         .map(|_| {
@@ -52,18 +68,32 @@ fn main() {
     let prefilter = &automata.prefilter;
     let mut candidates = 0;
     let find = best_of_three(|| candidates = count_candidates(prefilter, &log));
+    let pieces = pieces(&log);
     let normalize = best_of_three(|| {
-        scan_slice(&log, prefilter, &mut Discard);
+        for piece in &pieces {
+            scan_slice(piece, prefilter, &mut Discard);
+        }
     });
     let parse = best_of_three(|| {
-        scan_slice(&log, prefilter, &mut faultline::parse::Parser::new());
+        let mut parser = faultline::parse::Parser::new();
+        for piece in &pieces {
+            scan_slice(piece, prefilter, &mut parser);
+        }
     });
     let matcher = best_of_three(|| {
-        scan_slice(
-            &log,
-            prefilter,
-            &mut faultline::rules::matcher::Matcher::new(&rules),
+        let mut matcher = faultline::rules::matcher::Matcher::new(&rules);
+        for piece in &pieces {
+            scan_slice(piece, prefilter, &mut matcher);
+        }
+    });
+    let one_thread = best_of_three(|| {
+        let mut sink = (
+            faultline::parse::Parser::new(),
+            faultline::rules::matcher::Matcher::new(&rules),
         );
+        for piece in &pieces {
+            scan_slice(piece, prefilter, &mut sink);
+        }
     });
     let analyze = best_of_three(|| {
         faultline::diagnose::analyze_bytes(&rules, &log);
@@ -73,5 +103,6 @@ fn main() {
     println!("+ normalize them:          {normalize:?}");
     println!("+ parser (no rules):       {parse:?}");
     println!("+ rule matcher (no parser): {matcher:?}");
-    println!("analyze (all of it):       {analyze:?}");
+    println!("parser and matcher:        {one_thread:?}");
+    println!("analyze, two threads:      {analyze:?}");
 }

@@ -220,7 +220,10 @@ async fn a_batch_keeps_each_incident_with_its_own_row(store: Store) {
         assert_eq!(detail.incident.group_id, stored.group_id, "{project}");
     }
     let new_groups = answers.iter().filter(|(_, _, s)| s.new_group).count();
-    assert_eq!(new_groups, 2, "one OOM group and one assert group are new, each once");
+    assert_eq!(
+        new_groups, 2,
+        "one OOM group and one assert group are new, each once"
+    );
     for log in [OOM, ASSERT] {
         let groups: Vec<Option<i64>> = answers
             .iter()

@@ -6,11 +6,12 @@ use std::path::Path;
 
 use anyhow::Context;
 
-/// Opens `path` for reading; `None` or `-` is standard input.
-pub fn open_input(path: Option<&Path>) -> anyhow::Result<Box<dyn Read>> {
+/// Opens `path` for reading; `None` or `-` is standard input. The reader can move to another
+/// thread (large inputs are scanned on two).
+pub fn open_input(path: Option<&Path>) -> anyhow::Result<Box<dyn Read + Send>> {
     match path {
-        None => Ok(Box::new(io::stdin().lock())),
-        Some(p) if p == Path::new("-") => Ok(Box::new(io::stdin().lock())),
+        None => Ok(Box::new(io::stdin())),
+        Some(p) if p == Path::new("-") => Ok(Box::new(io::stdin())),
         Some(p) => {
             if p.is_dir() {
                 anyhow::bail!("{} is a directory, not a log file", p.display());

@@ -29,7 +29,7 @@ pub struct Analysis {
 }
 
 /// Analyzes a log from a reader, streaming.
-pub fn analyze_reader<R: Read>(rules: &RuleSet, reader: R) -> std::io::Result<Analysis> {
+pub fn analyze_reader<R: Read + Send>(rules: &RuleSet, reader: R) -> std::io::Result<Analysis> {
     let mut sink = (Parser::new(), Matcher::new(rules));
     let stats = scan::scan(reader, prefilter(rules), &mut sink)?;
     Ok(finish(rules, sink, stats))

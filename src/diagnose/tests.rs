@@ -72,3 +72,30 @@ fn environment_versions_are_collected() {
     assert_eq!(d.environment.get("torch"), Some(&vec!["2.1.0+cu121".to_owned()]));
     assert_eq!(d.environment.get("cuda"), Some(&vec!["12.1".to_owned()]));
 }
+
+#[path = "../../benches/support/noisy_log.rs"]
+#[allow(dead_code)]
+mod noisy_log;
+
+#[test]
+fn a_large_log_scanned_on_two_threads_gets_the_diagnosis_of_one_thread() {
+    let rules = rules();
+    let mut log = Vec::new();
+    // Writing into a Vec cannot fail; large enough for two threads, failures included.
+    let _ = noisy_log::generate(9 << 20, 7, &mut log);
+    let mut sink = (Parser::new(), Matcher::new(&rules));
+    let stats = scan::scan_slice_one_thread(&log, prefilter(&rules), &mut sink);
+    let one = finish(&rules, sink, stats);
+    let two = analyze_bytes(&rules, &log);
+    assert!(one.diagnosis.findings.len() > 3, "{:?}", one.diagnosis.findings);
+    assert_eq!(two.parsed.events, one.parsed.events);
+    assert_eq!(
+        serde_json::to_value(&two.diagnosis).ok(),
+        serde_json::to_value(&one.diagnosis).ok()
+    );
+    let from_reader = analyze_reader(&rules, &log[..]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        serde_json::to_value(&from_reader.diagnosis).ok(),
+        serde_json::to_value(&one.diagnosis).ok()
+    );
+}

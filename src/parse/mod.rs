@@ -185,7 +185,14 @@ impl LineSink for Parser {
             EXTRACTORS.len() + traceback::TRIGGERS.len() + cpp::TRIGGERS.len(),
         );
         let mut starts = Starts::default();
-        for i in DISPATCH.matches(line.text).iter() {
+        let matches = DISPATCH.matches(line.text);
+        // Iterating the matches walks every pattern's slot: most lines match none.
+        let matched = matches
+            .matched_any()
+            .then(|| matches.iter())
+            .into_iter()
+            .flatten();
+        for i in matched {
             match i {
                 i if i < extractors => (EXTRACTORS[i].handle)(&mut self.out, line),
                 i if i < tb => starts.traceback = true,
@@ -200,7 +207,7 @@ impl LineSink for Parser {
 }
 
 /// Parses a whole log from a reader, streaming.
-pub fn parse_reader<R: Read>(reader: R) -> std::io::Result<Parsed> {
+pub fn parse_reader<R: Read + Send>(reader: R) -> std::io::Result<Parsed> {
     let mut parser = Parser::new();
     let stats = scan::scan(reader, prefilter(), &mut parser)?;
     Ok(parser.finish(stats))

@@ -255,7 +255,10 @@ impl LineSink for Matcher<'_> {
             return;
         };
         let matches = set.matches(line.text.as_bytes());
-        self.record(line, matches.iter());
+        // Iterating the matches walks every pattern's slot.
+        if matches.matched_any() {
+            self.record(line, matches.iter());
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 //! The scanner reads any `Read` in fixed-size blocks (memory stays bounded whatever the input
 //! size), counts lines with `memchr`, asks the [`Prefilter`] for the next line worth looking at and
 //! normalizes only that line. A [`LineSink`] that is in the middle of a multi-line structure (a
-//! traceback, a C++ stack) asks for every line until it is done.
+//! traceback, a C++ stack) asks for every line until it is done. Inputs larger than a block or two
+//! are scanned on two threads ([`pipeline`]), with the same result.
 
+mod pipeline;
 mod prefilter;
 
 pub use prefilter::{Prefilter, PrefilterError, ascii_word_boundaries, relax};
@@ -58,12 +60,71 @@ pub struct ScanStats {
 
 /// Scans `reader` to its end, feeding candidate lines to `sink`.
 ///
-/// Only an IO error of the reader stops the scan; odd content never does.
-pub fn scan<R: Read>(
+/// Only an IO error of the reader stops the scan; odd content never does. An input larger than
+/// one block is scanned on two threads (see [`pipeline`]): same lines, same order.
+pub fn scan<R: Read + Send>(
     mut reader: R,
     prefilter: &Prefilter,
     sink: &mut impl LineSink,
 ) -> io::Result<ScanStats> {
+    let mut first = vec![0u8; BLOCK_BYTES];
+    let filled = read_some(&mut reader, &mut first)?;
+    if filled < first.len() {
+        // The whole input fits in one block.
+        first.truncate(filled);
+        return Ok(scan_slice_on_this_thread(&first, prefilter, sink).finish());
+    }
+    let input = io::Cursor::new(first).chain(reader);
+    match pipeline::run(prefilter, sink, input, |input, target| {
+        scan_on_this_thread(input, prefilter, target)
+    }) {
+        Ok(scanned) => scanned,
+        Err(input) => Ok(scan_on_this_thread(input, prefilter, sink)?.finish()),
+    }
+}
+
+/// Scans a log held in memory: the same result as [`scan`], without copying it into blocks.
+pub fn scan_slice(bytes: &[u8], prefilter: &Prefilter, sink: &mut impl LineSink) -> ScanStats {
+    if bytes.len() < PIPELINE_MIN_BYTES {
+        return scan_slice_on_this_thread(bytes, prefilter, sink).finish();
+    }
+    let scanned = pipeline::run(prefilter, sink, bytes, |bytes, target| {
+        Ok(scan_slice_on_this_thread(bytes, prefilter, target))
+    });
+    match scanned {
+        Ok(Ok(stats)) => stats,
+        // A slice has no reader that could fail; should the helper fail anyway, say so.
+        Ok(Err(e)) => ScanStats {
+            warnings: vec![Warning::new(
+                "scan_failed",
+                format!("the scan stopped: {e}"),
+                None,
+            )],
+            ..ScanStats::default()
+        },
+        Err(bytes) => scan_slice_on_this_thread(bytes, prefilter, sink).finish(),
+    }
+}
+
+/// [`scan_slice`] on the calling thread whatever the size: the reference the two-thread scan is
+/// tested against.
+#[cfg(test)]
+pub(crate) fn scan_slice_one_thread(
+    bytes: &[u8],
+    prefilter: &Prefilter,
+    sink: &mut impl LineSink,
+) -> ScanStats {
+    scan_slice_on_this_thread(bytes, prefilter, sink).finish()
+}
+
+/// Inputs at least this large are scanned on two threads.
+const PIPELINE_MIN_BYTES: usize = 2 * BLOCK_BYTES;
+
+fn scan_on_this_thread<'p, R: Read>(
+    mut reader: R,
+    prefilter: &'p Prefilter,
+    sink: &mut impl Target,
+) -> io::Result<ScanState<'p>> {
     let mut state = ScanState::new(prefilter);
     let mut buf = vec![0u8; BLOCK_BYTES];
     let mut filled = 0;
@@ -88,13 +149,16 @@ pub fn scan<R: Read>(
             if filled > 0 {
                 state.one_line(&buf[..filled], sink);
             }
-            return Ok(state.finish());
+            return Ok(state);
         }
     }
 }
 
-/// Scans a log held in memory: the same result as [`scan`], without copying it into blocks.
-pub fn scan_slice(bytes: &[u8], prefilter: &Prefilter, sink: &mut impl LineSink) -> ScanStats {
+fn scan_slice_on_this_thread<'p>(
+    bytes: &[u8],
+    prefilter: &'p Prefilter,
+    sink: &mut impl Target,
+) -> ScanState<'p> {
     let mut state = ScanState::new(prefilter);
     state.stats.bytes = bytes.len() as u64;
     let complete = memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1);
@@ -109,7 +173,7 @@ pub fn scan_slice(bytes: &[u8], prefilter: &Prefilter, sink: &mut impl LineSink)
     if complete < bytes.len() {
         state.one_line(&bytes[complete..], sink);
     }
-    state.finish()
+    state
 }
 
 /// Reads into `buf` until it is full or the reader is exhausted (retrying interrupted reads).
@@ -139,6 +203,14 @@ impl Tally {
         self.first_line.get_or_insert(line);
     }
 
+    fn absorb(&mut self, other: &Tally) {
+        self.count += other.count;
+        self.first_line = match (self.first_line, other.first_line) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
     fn warning(&self, code: &str, what: &str) -> Option<Warning> {
         (self.count > 0).then(|| {
             Warning::new(
@@ -151,6 +223,27 @@ impl Tally {
                 self.first_line,
             )
         })
+    }
+}
+
+/// Where the scanner sends lines: a [`LineSink`] itself, or the batch that the producer of a
+/// [`pipeline`] fills for the thread that feeds the sink.
+trait Target {
+    fn wants_every_line(&self) -> bool;
+    /// Receives one normalized line; `end` is the offset just past it in the scanned bytes.
+    fn line(&mut self, line: &Line<'_>, end: usize);
+
+    /// The scan is done with a piece of the input: `lines` lines from `first_line` on.
+    fn block_done(&mut self, _bytes: &[u8], _first_line: u64, _lines: u64) {}
+}
+
+impl<S: LineSink> Target for S {
+    fn wants_every_line(&self) -> bool {
+        LineSink::wants_every_line(self)
+    }
+
+    fn line(&mut self, line: &Line<'_>, _end: usize) {
+        LineSink::line(self, line);
     }
 }
 
@@ -179,7 +272,13 @@ impl<'p> ScanState<'p> {
     }
 
     /// Processes a block made of whole lines (it ends with `\n`).
-    fn block(&mut self, block: &[u8], sink: &mut impl LineSink) {
+    fn block(&mut self, block: &[u8], sink: &mut impl Target) {
+        let first_line = self.next_line;
+        self.block_lines(block, sink);
+        sink.block_done(block, first_line, self.next_line - first_line);
+    }
+
+    fn block_lines(&mut self, block: &[u8], sink: &mut impl Target) {
         self.check_utf8(block);
         let mut pos = 0;
         while pos < block.len() {
@@ -200,20 +299,22 @@ impl<'p> ScanState<'p> {
             };
             let line_end =
                 memchr::memchr(b'\n', &block[line_start..]).map_or(block.len(), |i| line_start + i);
-            self.emit(&block[line_start..line_end], sink);
+            self.emit(&block[line_start..line_end], line_end, sink);
             pos = line_end + 1;
         }
     }
 
     /// Processes the last line of the input, which has no `\n`.
-    fn one_line(&mut self, line: &[u8], sink: &mut impl LineSink) {
+    fn one_line(&mut self, line: &[u8], sink: &mut impl Target) {
         self.check_utf8(line);
         let candidate = sink.wants_every_line() || self.prefilter.next_candidate(line, 0).is_some();
+        let number = self.next_line;
         if candidate {
-            self.emit(line, sink);
+            self.emit(line, line.len(), sink);
         } else {
             self.next_line += 1;
         }
+        sink.block_done(line, number, 1);
     }
 
     /// Handles a line that does not fit in the buffer: its head is processed, the rest skipped.
@@ -222,7 +323,7 @@ impl<'p> ScanState<'p> {
         &mut self,
         reader: &mut R,
         buf: &mut [u8],
-        sink: &mut impl LineSink,
+        sink: &mut impl Target,
     ) -> io::Result<usize> {
         let head = &buf[..MAX_LINE_BYTES];
         // Cut on a character boundary where possible, so the head decodes cleanly.
@@ -231,8 +332,11 @@ impl<'p> ScanState<'p> {
             Err(e) if e.error_len().is_none() => &head[..e.valid_up_to()],
             Err(_) => head,
         };
-        self.cut.note(self.next_line);
-        self.emit(head, sink);
+        let number = self.next_line;
+        self.cut.note(number);
+        self.emit(head, head.len(), sink);
+        // The head is the only line of this piece and was sent: no one needs its bytes again.
+        sink.block_done(&[], number, 1);
         loop {
             let read = read_some(reader, buf)?;
             self.stats.bytes += read as u64;
@@ -246,7 +350,8 @@ impl<'p> ScanState<'p> {
         }
     }
 
-    fn emit(&mut self, raw: &[u8], sink: &mut impl LineSink) {
+    /// Normalizes one raw line and sends it on; `end` is where it ends in the scanned bytes.
+    fn emit(&mut self, raw: &[u8], end: usize, sink: &mut impl Target) {
         let number = self.next_line;
         self.next_line += 1;
         self.stats.candidates += 1;
@@ -260,7 +365,7 @@ impl<'p> ScanState<'p> {
         if line.meta.control {
             self.control.note(number);
         }
-        sink.line(&line);
+        sink.line(&line, end);
     }
 
     fn check_utf8(&mut self, bytes: &[u8]) {
@@ -276,6 +381,14 @@ impl<'p> ScanState<'p> {
             }
             offset += chunk.invalid().len();
         }
+    }
+
+    /// Adds what another state saw of the same input (the pipeline's two threads).
+    fn absorb(&mut self, other: &ScanState<'_>) {
+        self.stats.candidates += other.stats.candidates;
+        self.invalid_utf8.absorb(&other.invalid_utf8);
+        self.control.absorb(&other.control);
+        self.cut.absorb(&other.cut);
     }
 
     fn finish(mut self) -> ScanStats {
