@@ -187,7 +187,7 @@ fn assertion(out: &mut Collector, line: &Line<'_>) {
         return;
     };
     let location = source_location(text);
-    let grid = regex!(r"block: \[(?P<block>[\d, ]+)\], thread: \[(?P<thread>[\d, ]+)\]").captures(text);
+    let grid = thread_grid(text);
     if grid.is_none() && is_host_assertion(text, location.as_ref().map(|l| l.ext)) {
         return;
     }
@@ -214,9 +214,38 @@ fn assertion(out: &mut Collector, line: &Line<'_>) {
         blocks: 0,
         threads: 0,
     };
-    let block = grid.as_ref().map(|g| g["block"].replace(' ', ""));
-    let thread = grid.as_ref().map(|g| g["thread"].replace(' ', ""));
+    let block = grid.map(|g| g.0.replace(' ', ""));
+    let thread = grid.map(|g| g.1.replace(' ', ""));
     out.assertion(line, found, block.as_deref(), thread.as_deref());
+}
+
+/// The block and thread of the first `block: [1,0,0], thread: [5,0,0]` on the line: the regex
+/// below, read by hand on ASCII lines (an assertion line repeats for every thread that failed).
+fn thread_grid(text: &str) -> Option<(&str, &str)> {
+    if !text.is_ascii() {
+        // Unicode `\d` is the regex's business.
+        return regex!(r"block: \[(?P<block>[\d, ]+)\], thread: \[(?P<thread>[\d, ]+)\]")
+            .captures(text)
+            .and_then(|c| Some((c.name("block")?.as_str(), c.name("thread")?.as_str())));
+    }
+    const BLOCK: &str = "block: [";
+    const THREAD: &str = "], thread: [";
+    // `[\d, ]+`: the longest run of digits, commas and spaces at the start of `s`, if any.
+    fn run(s: &str) -> Option<&str> {
+        let n = s
+            .bytes()
+            .take_while(|b| b.is_ascii_digit() || matches!(b, b',' | b' '))
+            .count();
+        (n > 0).then(|| &s[..n])
+    }
+    // The class cannot take a `]`, so from each start there is one way to match, or none.
+    memchr::memmem::find_iter(text.as_bytes(), BLOCK).find_map(|start| {
+        let after = &text[start + BLOCK.len()..];
+        let block = run(after)?;
+        let rest = after[block.len()..].strip_prefix(THREAD)?;
+        let thread = run(rest)?;
+        rest[thread.len()..].starts_with(']').then_some((block, thread))
+    })
 }
 
 /// Where an assertion line names its source: `Loss.cu:240:`.
@@ -500,6 +529,45 @@ fn device_count_error(out: &mut Collector, line: &Line<'_>) {
 #[cfg(test)]
 mod tests {
     use crate::model::{CudaApi, EventKind};
+
+    #[test]
+    fn thread_grids_are_read_by_hand_as_the_regex_would() {
+        let re = regex::Regex::new(r"block: \[(?P<block>[\d, ]+)\], thread: \[(?P<thread>[\d, ]+)\]")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let pieces = [
+            "block: [",
+            "], thread: [",
+            "]",
+            "0,0,0",
+            "1, 2, 3",
+            " ",
+            ",",
+            "x",
+            "[",
+            "block: [1",
+            "٣",
+            "Assertion `t < n` failed.",
+            "Loss.cu:240: ",
+        ];
+        // Every sequence of up to five pieces: broken, repeated and nested grids included.
+        let mut lines = vec![String::new()];
+        for _ in 0..5 {
+            let longer: Vec<String> = lines
+                .iter()
+                .flat_map(|l| pieces.iter().map(move |p| format!("{l}{p}")))
+                .collect();
+            lines.extend(longer);
+            lines.dedup();
+        }
+        assert!(lines.len() > 100_000);
+        for line in &lines {
+            let expected = re
+                .captures(line)
+                .map(|c| (c["block"].to_owned(), c["thread"].to_owned()));
+            let got = super::thread_grid(line).map(|(b, t)| (b.to_owned(), t.to_owned()));
+            assert_eq!(got, expected, "{line}");
+        }
+    }
 
     #[test]
     fn source_locations_are_read_by_hand_as_the_regex_would() {
