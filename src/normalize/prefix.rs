@@ -193,7 +193,9 @@ const MAX_PREFIXES: usize = 8;
 /// removed prefixes said.
 pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
     let mut start = 0;
-    if memchr::memmem::find(&line.as_bytes()[..line.len().min(120)], b" [std").is_some()
+    if after_bracket(&line.as_bytes()[..line.len().min(120)], |before, after| {
+        before == Some(b' ') && after.starts_with(b"std")
+    })
         && let Some(m) = HOST_STREAM.find(line)
     {
         start = m.end();
@@ -458,13 +460,19 @@ fn digit(rest: &str, i: usize) -> Result<bool, NotAscii> {
     }
 }
 
+/// Whether some `[` of `bytes` has `test(byte before it, bytes after it)`: the substring checks
+/// that run on every line, without setting a substring searcher up each time.
+fn after_bracket(bytes: &[u8], test: impl Fn(Option<u8>, &[u8]) -> bool) -> bool {
+    memchr::memchr_iter(b'[', bytes).any(|i| test(i.checked_sub(1).map(|b| bytes[b]), &bytes[i + 1..]))
+}
+
 fn rank_anywhere(rest: &str, meta: &mut LineMeta) -> usize {
     let window = (RANK_SEARCH_WINDOW..rest.len())
         .find(|&i| rest.is_char_boundary(i))
         .unwrap_or(rest.len());
     let head = &rest[..window];
     let bytes = head.as_bytes();
-    if memchr::memmem::find(bytes, b"[rank").is_none() && memchr::memmem::find(bytes, b"[default").is_none() {
+    if !after_bracket(bytes, |_, after| after.starts_with(b"rank") || after.starts_with(b"default")) {
         return 0;
     }
     match RANK_ANYWHERE.captures(head) {
