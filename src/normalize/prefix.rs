@@ -195,8 +195,7 @@ pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
     let mut start = 0;
     if after_bracket(&line.as_bytes()[..line.len().min(120)], |before, after| {
         before == Some(b' ') && after.starts_with(b"std")
-    })
-        && let Some(m) = HOST_STREAM.find(line)
+    }) && let Some(m) = HOST_STREAM.find(line)
     {
         start = m.end();
     }
@@ -472,7 +471,9 @@ fn rank_anywhere(rest: &str, meta: &mut LineMeta) -> usize {
         .unwrap_or(rest.len());
     let head = &rest[..window];
     let bytes = head.as_bytes();
-    if !after_bracket(bytes, |_, after| after.starts_with(b"rank") || after.starts_with(b"default")) {
+    if !after_bracket(bytes, |_, after| {
+        after.starts_with(b"rank") || after.starts_with(b"default")
+    }) {
         return 0;
     }
     match RANK_ANYWHERE.captures(head) {

@@ -10,7 +10,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: shapes,
     },
     Extractor {
-        trigger: r"expected scalar type \w+ but found|to have the same dtype|must have the same dtype|Found dtype \w+ but expected|can't be cast to the desired output type|Input type \(.*\) and (?:weight|bias) type|not implemented for '\w+'|Expected object of (?:scalar )?type",
+        trigger: r"expected scalar type \w+ but found|to have the same dtype|must have the same dtype|Found dtype \w+ but expected|can't be cast to the desired output type|Input type \(.*\) and (?:weight|bias) type|not implemented for '\w+'|Expected object of (?:scalar )?type|to have the same type as tensor for argument",
         handle: dtypes,
     },
     Extractor {
@@ -145,12 +145,14 @@ fn dtypes(out: &mut Collector, line: &Line<'_>) {
     } else if let Some(c) = regex!(r"Input type \((?P<f>[\w:]+)\) and bias type \((?P<e>[\w:]+)\)").captures(text) {
         pair(&c["e"], &c["f"])
     } else if let Some(c) = regex!(
-        r"(?:Input type \((?P<i>[\w.]+)\) and weight type \((?P<w>[\w.]+)\)|Expected object of type (?P<w2>[\w.]+) but found type (?P<i2>[\w.]+))"
+        r"(?:Input type \((?P<i>[\w.]+)\) and weight type \((?P<w>[\w.]+)\)|Expected object of type (?P<w2>[\w.]+) but found type (?P<i2>[\w.]+)|to have the same type as tensor for argument #\d+ '\w+'; but type (?P<i3>[\w.]+) does not equal (?P<w3>[\w.]+))"
     )
     .captures(text)
     {
-        let input = c.name("i").or(c.name("i2")).map_or("", |m| m.as_str());
-        let weight = c.name("w").or(c.name("w2")).map_or("", |m| m.as_str());
+        // Older releases: `Expected tensor for argument #1 'input' to have the same type as
+        // tensor for argument #2 'weight'; but type torch.cuda.HalfTensor does not equal …`.
+        let input = c.name("i").or(c.name("i2")).or(c.name("i3")).map_or("", |m| m.as_str());
+        let weight = c.name("w").or(c.name("w2")).or(c.name("w3")).map_or("", |m| m.as_str());
         let (input_device, input_dtype) = tensor_type(input);
         let (weight_device, weight_dtype) = tensor_type(weight);
         if input_device != weight_device {
@@ -357,6 +359,28 @@ mod tests {
                 "RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same"
             ),
             vec![d("Float", "Half")]
+        );
+    }
+
+    #[test]
+    fn the_older_argument_type_wording_tells_dtype_from_device() {
+        assert_eq!(
+            facts(
+                "RuntimeError: Expected tensor for argument #1 'grad_output' to have the same type as tensor for argument #2 'weight'; but type torch.cuda.HalfTensor does not equal torch.cuda.FloatTensor (while checking arguments for cudnn_convolution_backward_input)"
+            ),
+            vec![Fact::Dtypes {
+                expected: "Float".into(),
+                found: "Half".into()
+            }]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: Expected tensor for argument #1 'input' to have the same type as tensor for argument #2 'weight'; but type torch.FloatTensor does not equal torch.cuda.FloatTensor (while checking arguments for cudnn_convolution)"
+            ),
+            vec![Fact::Devices {
+                first: "cpu".into(),
+                second: "cuda".into()
+            }]
         );
     }
 
