@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::Role;
+use crate::model::{Confidence, Role};
 
 fn rules() -> RuleSet {
     RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"))
@@ -98,4 +98,22 @@ fn a_large_log_scanned_on_two_threads_gets_the_diagnosis_of_one_thread() {
         serde_json::to_value(&from_reader.diagnosis).ok(),
         serde_json::to_value(&one.diagnosis).ok()
     );
+}
+
+#[test]
+fn a_torch_warning_that_names_a_gpu_problem_is_not_a_confident_diagnosis() {
+    // The `UserWarning: CUDA initialization:` head of this TORCH_WARN was lost; its tail still
+    // says it is a warning. The run went on (on the CPU) and failed elsewhere.
+    // Source: https://github.com/SiyuanQi-zz/gpnn/issues/31
+    let d = analyze_str(
+        &rules(),
+        "The NVIDIA driver on your system is too old (found version 10010). Please update your GPU driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx (Triggered internally at  /opt/conda/conda-bld/pytorch_1623448233824/work/c10/cuda/CUDAFunctions.cpp:115.)
+  return torch._C._cuda_getDeviceCount() > 0
+Traceback (most recent call last):
+  File \"hico.py\", line 33, in __getitem__
+KeyError: 'classes'
+",
+    );
+    let primary = d.primary().map(|f| (f.class.as_str(), f.confidence));
+    assert_eq!(primary, Some(("cuda.driver_too_old", Confidence::Medium)));
 }

@@ -56,7 +56,9 @@ pub(crate) struct Extractor {
 /// `SomethingWarning:`, or a library saying it recovers from the error it prints.
 pub fn is_warning_line(line: &Line<'_>) -> bool {
     line.meta.level == Some(crate::normalize::Level::Warning)
-        || regex!(r"\w*Warning: |\[W\d{3,4} |(?i)will (?:attempt to )?recover|falling back to")
+        // c10's TORCH_WARN ends its message with `(Triggered internally at <file>:<line>.)`, also
+        // when the `UserWarning:` head was lost (cut, or printed on the line before).
+        || regex!(r"\w*Warning: |\[W\d{3,4} |\(Triggered internally at |(?i)will (?:attempt to )?recover|falling back to")
             .is_match(line.text)
 }
 
