@@ -1,6 +1,6 @@
-//! Real logs the rule base was not written from: 230 cases from public issue threads (each names
+//! Real logs the rule base was not written from: 238 cases from public issue threads (each names
 //! its source), collected after the rules to check that they describe failures, not samples:
-//! every class of the taxonomy, and decoys whose logs mention CUDA without a GPU cause. See
+//! every class of the taxonomy, traps where the visible error is not the root cause, and decoys whose logs mention CUDA without a GPU cause. See
 //! tests/fixtures/README.md.
 
 use faultline::diagnose::analyze_str;
