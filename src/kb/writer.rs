@@ -301,41 +301,54 @@ struct GroupRow {
     new: bool,
 }
 
+/// One fingerprint of a batch: the fields of its first incident, how many incidents, when.
+struct BatchGroup<'a> {
+    primary: &'a Primary,
+    count: i64,
+    first_seen: i64,
+    last_seen: i64,
+}
+
 /// Counts the batch's incidents into their groups, creating the groups that do not exist yet, in
 /// one upsert (several servers may race on a new fingerprint: the database serializes them).
 async fn upsert_groups<'a>(
     tx: &mut Tx<'_>,
     incidents: &[&'a NewIncident],
 ) -> Result<HashMap<&'a str, GroupRow>> {
-    // Per fingerprint, in batch order: the first incident's fields, how many, the last time.
-    let mut batch: Vec<(&Primary, i64, i64, i64)> = Vec::new();
+    let mut batch: Vec<BatchGroup<'_>> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     for i in incidents {
         let Some(p) = &i.primary else { continue };
         match index.get(p.fingerprint.as_str()) {
             Some(&k) => {
-                let entry = &mut batch[k];
-                entry.1 += 1;
-                entry.3 = entry.3.max(i.created_at);
+                let group = &mut batch[k];
+                group.count += 1;
+                group.last_seen = group.last_seen.max(i.created_at);
             }
             None => {
                 index.insert(&p.fingerprint, batch.len());
-                batch.push((p, 1, i.created_at, i.created_at));
+                batch.push(BatchGroup {
+                    primary: p,
+                    count: 1,
+                    first_seen: i.created_at,
+                    last_seen: i.created_at,
+                });
             }
         }
     }
     let rows: Vec<Vec<Value<'_>>> = batch
         .iter()
-        .map(|(p, count, first, last)| {
+        .map(|g| {
+            let p = g.primary;
             vec![
                 Value::Text(Some(&p.fingerprint)),
                 Value::Text(Some(&p.class)),
                 Value::Text(Some(&p.rule)),
                 Value::Text(Some(&p.title)),
                 Value::Text(Some(&p.message)),
-                Value::Int(Some(*count)),
-                Value::Int(Some(*first)),
-                Value::Int(Some(*last)),
+                Value::Int(Some(g.count)),
+                Value::Int(Some(g.first_seen)),
+                Value::Int(Some(g.last_seen)),
             ]
         })
         .collect();
@@ -353,15 +366,15 @@ async fn upsert_groups<'a>(
         let Some(&k) = index.get(fingerprint.as_str()) else {
             continue;
         };
-        let (p, count, _, _) = batch[k];
+        let group = &batch[k];
         // Counts start at 1 and never go down: a group that existed before holds more than this
         // batch's incidents.
         let total: i64 = row.try_get(2)?;
         groups.insert(
-            p.fingerprint.as_str(),
+            group.primary.fingerprint.as_str(),
             GroupRow {
                 id: row.try_get(0)?,
-                new: total == count,
+                new: total == group.count,
             },
         );
     }
