@@ -36,9 +36,18 @@ pub const MAX_EVENT_TEXT: usize = 500;
 
 /// `text` cut to [`MAX_EVENT_TEXT`] characters.
 pub fn clip_text(text: &str) -> String {
+    clipped_text(text).into_owned()
+}
+
+/// `text` cut to [`MAX_EVENT_TEXT`] characters, borrowed when it is short enough.
+pub fn clipped_text(text: &str) -> std::borrow::Cow<'_, str> {
+    // No more bytes than the limit means no more characters either.
+    if text.len() <= MAX_EVENT_TEXT {
+        return text.into();
+    }
     match text.char_indices().nth(MAX_EVENT_TEXT) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_owned(),
+        Some((i, _)) => format!("{}…", &text[..i]).into(),
+        None => text.into(),
     }
 }
 

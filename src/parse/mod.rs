@@ -2,19 +2,19 @@
 //!
 //! One-line facts (CUDA errors, cuBLAS / cuDNN / NCCL statuses, OOM figures, advice, shapes,
 //! versions) come from *extractors*, each guarded by a trigger regex; a `RegexSet` of all triggers
-//! dispatches a line to the extractors that can use it. Multi-line structures (Python tracebacks,
+//! ([`LineSet`]) dispatches a line to the extractors that can use it. Multi-line structures (Python tracebacks,
 //! C++ stacks, torchrun failure summaries) are state machines that ask for every line while open.
 //! Parsing never fails: odd input gives fewer events, and warnings.
 
 use std::io::Read;
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet};
+use regex::Regex;
 use serde::Serialize;
 
 use crate::model::{Event, Warning};
 use crate::normalize::Line;
-use crate::scan::{self, LineSink, Prefilter, ScanStats};
+use crate::scan::{self, LineSet, LineSink, Prefilter, ScanStats, SetMatches, SetSyntax};
 
 /// A lazily compiled constant regex. Every pattern is exercised by this module's tests.
 macro_rules! regex {
@@ -55,11 +55,15 @@ pub(crate) struct Extractor {
 /// Whether a line reports a warning rather than a failure: a warning log level, a Python
 /// `SomethingWarning:`, or a library saying it recovers from the error it prints.
 pub fn is_warning_line(line: &Line<'_>) -> bool {
-    line.meta.level == Some(crate::normalize::Level::Warning)
-        // c10's TORCH_WARN ends its message with `(Triggered internally at <file>:<line>.)`, also
-        // when the `UserWarning:` head was lost (cut, or printed on the line before).
-        || regex!(r"\w*Warning: |\[W\d{3,4} |\(Triggered internally at |(?i)will (?:attempt to )?recover|falling back to")
-            .is_match(line.text)
+    line.meta.level == Some(crate::normalize::Level::Warning) || is_warning_text(line.text)
+}
+
+/// Whether a line's text (whatever its log level) reports a warning: see [`is_warning_line`].
+pub fn is_warning_text(text: &str) -> bool {
+    // c10's TORCH_WARN ends its message with `(Triggered internally at <file>:<line>.)`, also
+    // when the `UserWarning:` head was lost (cut, or printed on the line before).
+    regex!(r"\w*Warning: |\[W\d{3,4} |\(Triggered internally at |(?i)will (?:attempt to )?recover|falling back to")
+        .is_match(text)
 }
 
 /// Compiles a table of constant (pattern, value) pairs.
@@ -92,15 +96,16 @@ static EXTRACTORS: LazyLock<Vec<&'static Extractor>> = LazyLock::new(|| extracto
 
 /// One set of every trigger: the extractors' first, then those that can open a traceback, a C++
 /// stack, a torchrun summary. One pass over a line says which code has anything to do with it.
-static DISPATCH: LazyLock<RegexSet> = LazyLock::new(|| {
+static DISPATCH: LazyLock<LineSet> = LazyLock::new(|| {
     let structures = [traceback::TRIGGERS, cpp::TRIGGERS, child::TRIGGERS];
     let all = EXTRACTORS
         .iter()
         .map(|e| e.trigger)
         .chain(structures.into_iter().flatten().copied())
-        .map(crate::scan::ascii_word_boundaries);
+        .map(crate::scan::ascii_word_boundaries)
+        .collect::<Vec<_>>();
     #[allow(clippy::expect_used)]
-    RegexSet::new(all).expect("parser triggers compile")
+    LineSet::new(&all, SetSyntax::Unicode).expect("parser triggers compile")
 });
 
 /// Which structure parsers a line may start (from the dispatch set's matches).
@@ -144,12 +149,26 @@ pub struct Parsed {
 }
 
 /// The streaming parser: a [`LineSink`] that turns lines into events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Parser {
     out: Collector,
     tracebacks: traceback::Tracebacks,
     cpp: cpp::CppTraces,
     children: child::ChildFailures,
+    /// The dispatch set's matches on the current line.
+    dispatch: SetMatches,
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Self {
+            out: Collector::default(),
+            tracebacks: traceback::Tracebacks::default(),
+            cpp: cpp::CppTraces::default(),
+            children: child::ChildFailures::default(),
+            dispatch: DISPATCH.new_matches(),
+        }
+    }
 }
 
 impl Parser {
@@ -187,14 +206,8 @@ impl LineSink for Parser {
             EXTRACTORS.len() + traceback::TRIGGERS.len() + cpp::TRIGGERS.len(),
         );
         let mut starts = Starts::default();
-        let matches = DISPATCH.matches(line.text);
-        // Iterating the matches walks every pattern's slot: most lines match none.
-        let matched = matches
-            .matched_any()
-            .then(|| matches.iter())
-            .into_iter()
-            .flatten();
-        for i in matched {
+        DISPATCH.matches(line.text.as_bytes(), &mut self.dispatch);
+        for i in self.dispatch.iter() {
             match i {
                 i if i < extractors => (EXTRACTORS[i].handle)(&mut self.out, line),
                 i if i < tb => starts.traceback = true,

@@ -1,21 +1,22 @@
 //! Matching rules against a log in one pass.
 //!
-//! While the log streams, [`Matcher`] runs the rule set's `RegexSet` once per candidate line and
+//! While the log streams, [`Matcher`] runs the rule set's pattern set once per candidate line and
 //! remembers where each pattern hit (a bounded number of hits per pattern). When the log is done,
 //! [`Matcher::evaluate`] checks each rule whose patterns hit (and the event-only rules) against
 //! those hits and the parsed events. Advice lines are never evidence.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use super::conditions::event_captures;
 use super::pattern::group_text;
 use super::{Rule, RuleSet};
 use crate::model::{Confidence, EnvKey, Event, EventKind, EvidenceLine};
+use crate::normalize::Level;
 use crate::normalize::Line;
-use crate::parse::{Parsed, advice_kind, is_warning_line};
+use crate::parse::{Parsed, advice_kind, is_warning_text};
 use crate::rules::version::Version;
-use crate::scan::LineSink;
+use crate::scan::{LineSet, LineSink, SetMatches};
 
 /// Hits kept at each end of a pattern's hit list.
 const KEPT_HITS: usize = 16;
@@ -32,8 +33,30 @@ pub struct Hit {
     pub text: Arc<str>,
     /// Rank that printed it.
     pub rank: Option<u32>,
+    /// The line is known to be a warning: logged at the warning level, or its text was cut and
+    /// the whole line read as a warning. Otherwise [`Hit::is_warning`] reads the kept text.
+    known_warning: bool,
+}
+
+impl Hit {
+    fn new(line: &Line<'_>) -> Self {
+        let trimmed = line.text.trim();
+        let text = crate::model::clipped_text(trimmed);
+        // Most hits are never evidence: the text is only read for warnings when asked, unless
+        // cutting it may have dropped a warning marker.
+        let cut = text.len() != trimmed.len();
+        Self {
+            line: line.number,
+            rank: line.rank(),
+            known_warning: line.meta.level == Some(Level::Warning) || (cut && is_warning_text(trimmed)),
+            text: Arc::from(text.as_ref()),
+        }
+    }
+
     /// The line is a warning (a logged warning or `SomethingWarning:`), not an error.
-    pub warning: bool,
+    pub fn is_warning(&self) -> bool {
+        self.known_warning || is_warning_text(&self.text)
+    }
 }
 
 /// Hits of one pattern: the first and the last few, and how many in all.
@@ -89,10 +112,11 @@ pub struct Match {
 #[derive(Debug)]
 pub struct Matcher<'r> {
     rules: &'r RuleSet,
-    /// The set of all line patterns (`None` if the rule base could not be built as a whole).
-    set: Option<&'r regex::bytes::RegexSet>,
-    /// Hits by pattern id (few patterns hit in a log).
-    hits: HashMap<usize, Hits>,
+    /// The set of all line patterns and its matches on the current line (`None` if the rule
+    /// base could not be built as a whole).
+    set: Option<(&'r LineSet, SetMatches)>,
+    /// Hits by pattern id.
+    hits: Vec<Hits>,
 }
 
 impl<'r> Matcher<'r> {
@@ -100,8 +124,8 @@ impl<'r> Matcher<'r> {
     pub fn new(rules: &'r RuleSet) -> Self {
         Self {
             rules,
-            set: rules.automata().ok().map(|a| &a.set),
-            hits: HashMap::new(),
+            set: rules.automata().ok().map(|a| (&a.set, a.set.new_matches())),
+            hits: (0..rules.patterns().len()).map(|_| Hits::default()).collect(),
         }
     }
 
@@ -121,7 +145,7 @@ impl<'r> Matcher<'r> {
             last: VecDeque::new(),
             total: 0,
         };
-        self.hits.get(&pattern).unwrap_or(&NONE)
+        self.hits.get(pattern).unwrap_or(&NONE)
     }
 
     fn evaluate_rule(&self, index: usize, rule: &Rule, parsed: &Parsed) -> Option<Match> {
@@ -160,18 +184,18 @@ impl<'r> Matcher<'r> {
             let hits = self.hits(p);
             if let Some(first) = hits.earliest() {
                 capture_groups(self.rules, p, &first.text, &mut captures);
-                evidence.push((evidence_line(first, hits.total), first.warning));
+                evidence.push((evidence_line(first, hits.total), first.is_warning()));
             }
             if let Some(last) = hits
                 .latest()
                 .filter(|h| Some(h.line) != hits.earliest().map(|e| e.line))
             {
-                evidence.push((evidence_line(last, 1), last.warning));
+                evidence.push((evidence_line(last, 1), last.is_warning()));
             }
         }
         for (p, hit) in rule.all.iter().zip(&all_hits) {
             capture_groups(self.rules, *p, &hit.text, &mut captures);
-            evidence.push((evidence_line(hit, 1), hit.warning));
+            evidence.push((evidence_line(hit, 1), hit.is_warning()));
         }
         for event in events.iter().take(MAX_EVIDENCE) {
             event_captures(event, &mut captures);
@@ -227,37 +251,20 @@ impl<'r> Matcher<'r> {
     }
 }
 
-impl Matcher<'_> {
-    /// Records that `patterns` (pattern ids, ascending) matched `line`; advice lines are never
-    /// recorded.
-    fn record(&mut self, line: &Line<'_>, mut patterns: impl Iterator<Item = usize>) {
-        let Some(first) = patterns.next() else {
-            return;
-        };
-        if advice_kind(line.text).is_some() {
-            return;
-        }
-        let hit = Hit {
-            line: line.number,
-            text: crate::model::clip_text(line.text.trim()).into(),
-            rank: line.rank(),
-            warning: is_warning_line(line),
-        };
-        for p in std::iter::once(first).chain(patterns) {
-            self.hits.entry(p).or_default().record(hit.clone());
-        }
-    }
-}
-
 impl LineSink for Matcher<'_> {
+    /// Records where patterns matched `line`; advice lines are never recorded.
     fn line(&mut self, line: &Line<'_>) {
-        let Some(set) = self.set else {
+        let Some((set, matches)) = &mut self.set else {
             return;
         };
-        let matches = set.matches(line.text.as_bytes());
-        // Iterating the matches walks every pattern's slot.
-        if matches.matched_any() {
-            self.record(line, matches.iter());
+        if !set.matches(line.text.as_bytes(), matches) || advice_kind(line.text).is_some() {
+            return;
+        }
+        let hit = Hit::new(line);
+        for p in matches.iter() {
+            if let Some(hits) = self.hits.get_mut(p) {
+                hits.record(hit.clone());
+            }
         }
     }
 }

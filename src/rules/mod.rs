@@ -24,11 +24,9 @@ use std::path::Path;
 
 use std::sync::OnceLock;
 
-use regex::bytes::RegexSet;
+use pattern::Pattern;
 
-use pattern::{Pattern, pattern_set};
-
-use crate::scan::Prefilter;
+use crate::scan::{LineSet, Prefilter, SetSyntax};
 use spec::{ClassSpec, RuleSpec, TaxonomySpec};
 
 mod embedded {
@@ -179,7 +177,7 @@ pub struct Automata {
     /// Finds candidate lines.
     pub prefilter: Prefilter,
     /// Every line pattern, one pass per candidate line.
-    pub set: RegexSet,
+    pub set: LineSet,
 }
 
 /// A compiled rule base.
@@ -374,7 +372,7 @@ impl RuleSet {
     pub fn automata(&self) -> Result<&Automata, &LoadError> {
         self.automata
             .get_or_init(|| {
-                let set = pattern_set(self.patterns.sources.iter().map(String::as_str))
+                let set = LineSet::new(&self.patterns.sources, SetSyntax::Bytes)
                     .map_err(|e| LoadError::Combined(e.to_string()))?;
                 let mut prefilter_patterns: Vec<&str> = crate::parse::trigger_patterns().collect();
                 // Rule patterns are ASCII-classed (see `pattern`); so are their relaxed forms.

@@ -4,7 +4,7 @@
 //! a Unicode `\w` makes a regex 30 times costlier to compile, and a Unicode `\b` forces the slow
 //! engine on any line with a non-ASCII byte.
 
-use regex::bytes::{Captures, Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use regex::bytes::{Captures, Regex, RegexBuilder};
 
 /// Largest compiled automaton accepted (a whole rule base as one set stays well under it).
 const SIZE_LIMIT: usize = 512 << 20;
@@ -48,15 +48,6 @@ impl Pattern {
     pub fn regex(&self) -> &Regex {
         &self.0
     }
-}
-
-/// Compiles many patterns into one set (one pass per line).
-pub fn pattern_set<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<RegexSet, regex::Error> {
-    RegexSetBuilder::new(patterns)
-        .unicode(false)
-        .size_limit(SIZE_LIMIT)
-        .dfa_size_limit(64 << 20)
-        .build()
 }
 
 /// A capture group's text (lossy where a match split a character).

@@ -8,8 +8,10 @@
 
 mod pipeline;
 mod prefilter;
+mod set;
 
 pub use prefilter::{Prefilter, PrefilterError, ascii_word_boundaries, relax};
+pub use set::{LineSet, SetError, SetMatches, SetSyntax};
 
 use std::io::{self, Read};
 

@@ -1,0 +1,145 @@
+//! Patterns matched together: one pass over a line says which of them match.
+//!
+//! The parser's dispatch set and the rule base's line patterns run on every candidate line. The
+//! `regex` crate's `RegexSet` allocates a fresh match list on each call and lists the matches by
+//! walking every pattern's slot; a [`LineSet`] fills a [`SetMatches`] that the caller keeps from
+//! line to line, and lists the matches by stopping after the last one.
+
+use regex_automata::nfa::thompson::WhichCaptures;
+use regex_automata::util::syntax;
+use regex_automata::{Input, MatchKind, PatternSet, meta};
+
+/// How a set reads its patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetSyntax {
+    /// Unicode classes on UTF-8 text, as `regex::RegexSet` reads them by default.
+    Unicode,
+    /// ASCII classes on bytes, as the rule patterns are compiled (see `rules::pattern`).
+    Bytes,
+}
+
+/// A set that did not compile.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SetError(#[from] Box<meta::BuildError>);
+
+/// Patterns compiled into one automaton.
+#[derive(Debug, Clone)]
+pub struct LineSet {
+    regex: meta::Regex,
+}
+
+/// Which patterns of a [`LineSet`] matched the last line given to [`LineSet::matches`].
+#[derive(Debug, Clone)]
+pub struct SetMatches {
+    which: PatternSet,
+}
+
+impl LineSet {
+    /// Compiles `patterns`, pattern `i` of the set being `patterns[i]`.
+    pub fn new<P: AsRef<str>>(patterns: &[P], syntax: SetSyntax) -> Result<Self, SetError> {
+        let config = meta::Config::new()
+            .match_kind(MatchKind::All)
+            .which_captures(WhichCaptures::None);
+        let (config, syntax) = match syntax {
+            // The `regex` crate's defaults.
+            SetSyntax::Unicode => (
+                config
+                    .utf8_empty(true)
+                    .nfa_size_limit(Some(10 << 20))
+                    .hybrid_cache_capacity(2 << 20),
+                syntax::Config::new(),
+            ),
+            // A whole rule base as one set stays well under these.
+            SetSyntax::Bytes => (
+                config
+                    .utf8_empty(false)
+                    .nfa_size_limit(Some(512 << 20))
+                    .hybrid_cache_capacity(64 << 20),
+                syntax::Config::new().unicode(false).utf8(false),
+            ),
+        };
+        let regex = meta::Builder::new()
+            .configure(config)
+            .syntax(syntax)
+            .build_many(patterns)
+            .map_err(Box::new)?;
+        Ok(Self { regex })
+    }
+
+    /// The number of patterns.
+    pub fn len(&self) -> usize {
+        self.regex.pattern_len()
+    }
+
+    /// Whether the set has no pattern.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// An empty match list for this set.
+    pub fn new_matches(&self) -> SetMatches {
+        SetMatches {
+            which: PatternSet::new(self.len()),
+        }
+    }
+
+    /// Records in `out` which patterns match somewhere in `line`; returns whether any did.
+    /// `out` must come from [`LineSet::new_matches`] of this set.
+    pub fn matches(&self, line: &[u8], out: &mut SetMatches) -> bool {
+        if !out.which.is_empty() {
+            out.which.clear();
+        }
+        self.regex
+            .which_overlapping_matches(&Input::new(line), &mut out.which);
+        !out.which.is_empty()
+    }
+}
+
+impl SetMatches {
+    /// The patterns that matched, in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        // Stop after the last match instead of walking every remaining slot.
+        self.which.iter().take(self.which.len()).map(|p| p.as_usize())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_lists_every_matching_pattern_in_order() {
+        let set = LineSet::new(&["b", "a", "z", "a+"], SetSyntax::Bytes);
+        let set = set.unwrap_or_else(|e| panic!("{e}"));
+        let mut out = set.new_matches();
+        assert!(set.matches(b"xaab", &mut out));
+        assert_eq!(out.iter().collect::<Vec<_>>(), vec![0, 1, 3]);
+    }
+
+    #[test]
+    fn matches_of_an_earlier_line_are_forgotten() {
+        let set = LineSet::new(&["a", "b"], SetSyntax::Unicode).unwrap_or_else(|e| panic!("{e}"));
+        let mut out = set.new_matches();
+        assert!(set.matches(b"a", &mut out));
+        assert!(!set.matches(b"c", &mut out));
+        assert_eq!(out.iter().count(), 0);
+        assert!(set.matches(b"b", &mut out));
+        assert_eq!(out.iter().collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn the_syntax_decides_how_classes_read_non_ascii_text() {
+        let unicode = LineSet::new(&[r"^\w+$"], SetSyntax::Unicode).unwrap_or_else(|e| panic!("{e}"));
+        let bytes = LineSet::new(&[r"^\w+$"], SetSyntax::Bytes).unwrap_or_else(|e| panic!("{e}"));
+        let (mut a, mut b) = (unicode.new_matches(), bytes.new_matches());
+        assert!(unicode.matches("café".as_bytes(), &mut a));
+        assert!(!bytes.matches("café".as_bytes(), &mut b));
+    }
+
+    #[test]
+    fn a_bad_pattern_is_an_error_not_a_panic() {
+        let err = LineSet::new(&["ok", "(unclosed"], SetSyntax::Bytes).err();
+        assert!(err.is_some_and(|e| !e.to_string().is_empty()));
+    }
+}
