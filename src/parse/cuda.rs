@@ -459,7 +459,8 @@ fn numbered_error(out: &mut Collector, line: &Line<'_>) {
 }
 
 fn legacy_error(out: &mut Collector, line: &Line<'_>) {
-    let re = regex!(r"(?i)cuda runtime error \((?P<code>\d+)\) : (?P<msg>.+?)(?: at \S+:\d+)?$");
+    // `cuda runtime error (59) : device-side assert triggered at …`; torch 0.1 had no colon.
+    let re = regex!(r"(?i)cuda runtime error \((?P<code>\d+)\) ?:? (?P<msg>.+?)(?: at \S+:\d+)?$");
     let Some(c) = re.captures(line.text) else {
         return;
     };
@@ -732,6 +733,18 @@ mod tests {
             kinds("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`");
         assert!(!found.iter().any(|k| matches!(k, EventKind::CudaError(_))));
         assert!(found.iter().any(|k| matches!(k, EventKind::Cublas(_))));
+    }
+
+    #[test]
+    fn the_oldest_legacy_errors_have_no_colon_before_the_message() {
+        let found = kinds(
+            "RuntimeError: cuda runtime error (3) initialization error at /py/conda-bld/pytorch_1490983232023/work/torch/lib/THC/generic/THCStorage.c:55\n",
+        );
+        assert!(
+            found.iter().any(|k| matches!(k, EventKind::CudaError(e)
+                if e.code == Some(3) && e.message == "initialization error")),
+            "{found:?}"
+        );
     }
 
     #[test]
