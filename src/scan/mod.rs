@@ -10,10 +10,13 @@ mod pipeline;
 mod prefilter;
 mod set;
 
+use pipeline::Split;
+
 pub use prefilter::{Prefilter, PrefilterError, ascii_word_boundaries, relax};
 pub use set::{LineSet, SetError, SetMatches, SetSyntax};
 
 use std::io::{self, Read};
+use std::ops::Range;
 
 use crate::model::Warning;
 use crate::normalize::{Line, Normalizer};
@@ -77,7 +80,7 @@ pub fn scan<R: Read + Send>(
         return Ok(scan_slice_on_this_thread(&first, prefilter, sink).finish());
     }
     let input = io::Cursor::new(first).chain(reader);
-    match pipeline::run(prefilter, sink, input, |input, target| {
+    match pipeline::run(prefilter, sink, input, Split::Balanced, |input, target| {
         scan_on_this_thread(input, prefilter, target)
     }) {
         Ok(scanned) => scanned,
@@ -90,7 +93,16 @@ pub fn scan_slice(bytes: &[u8], prefilter: &Prefilter, sink: &mut impl LineSink)
     if bytes.len() < PIPELINE_MIN_BYTES {
         return scan_slice_on_this_thread(bytes, prefilter, sink).finish();
     }
-    let scanned = pipeline::run(prefilter, sink, bytes, |bytes, target| {
+    scan_slice_on_two_threads(bytes, prefilter, sink, Split::Balanced)
+}
+
+fn scan_slice_on_two_threads(
+    bytes: &[u8],
+    prefilter: &Prefilter,
+    sink: &mut impl LineSink,
+    split: Split,
+) -> ScanStats {
+    let scanned = pipeline::run(prefilter, sink, bytes, split, |bytes, target| {
         Ok(scan_slice_on_this_thread(bytes, prefilter, target))
     });
     match scanned {
@@ -237,6 +249,17 @@ trait Target {
 
     /// The scan is done with a piece of the input: `lines` lines from `first_line` on.
     fn block_done(&mut self, _bytes: &[u8], _first_line: u64, _lines: u64) {}
+
+    /// Whether the next candidate may be handed over raw ([`Target::raw_line`]), for the other
+    /// end of a pipeline to normalize.
+    fn takes_raw(&self) -> bool {
+        false
+    }
+
+    /// Receives candidate line `number` without normalizing it: `raw` is where its bytes (cut
+    /// like an overlong line) lie in the piece that [`Target::block_done`] hands over next, `end`
+    /// where the whole line ends there.
+    fn raw_line(&mut self, _number: u64, _raw: Range<usize>, _end: usize) {}
 }
 
 impl<S: LineSink> Target for S {
@@ -301,7 +324,7 @@ impl<'p> ScanState<'p> {
             };
             let line_end =
                 memchr::memchr(b'\n', &block[line_start..]).map_or(block.len(), |i| line_start + i);
-            self.emit(&block[line_start..line_end], line_end, sink);
+            self.candidate(line_start..line_end, sink, block);
             pos = line_end + 1;
         }
     }
@@ -312,7 +335,7 @@ impl<'p> ScanState<'p> {
         let candidate = sink.wants_every_line() || self.prefilter.next_candidate(line, 0).is_some();
         let number = self.next_line;
         if candidate {
-            self.emit(line, line.len(), sink);
+            self.candidate(0..line.len(), sink, line);
         } else {
             self.next_line += 1;
         }
@@ -352,17 +375,38 @@ impl<'p> ScanState<'p> {
         }
     }
 
+    /// Sends on candidate line `line` of `piece`, a piece that the target gets whole next
+    /// ([`Target::block_done`]): raw if the target takes it so, else normalized.
+    fn candidate(&mut self, line: Range<usize>, sink: &mut impl Target, piece: &[u8]) {
+        if !sink.takes_raw() {
+            self.emit(&piece[line.clone()], line.end, sink);
+            return;
+        }
+        let number = self.count_candidate(line.len());
+        let cut_end = line.start + line.len().min(MAX_LINE_BYTES);
+        sink.raw_line(number, line.start..cut_end, line.end);
+    }
+
     /// Normalizes one raw line and sends it on; `end` is where it ends in the scanned bytes.
     fn emit(&mut self, raw: &[u8], end: usize, sink: &mut impl Target) {
+        let number = self.count_candidate(raw.len());
+        let raw = &raw[..raw.len().min(MAX_LINE_BYTES)];
+        self.send_normalized(number, raw, end, sink);
+    }
+
+    /// Numbers the next line as a candidate of `len` bytes (noting a cut if it is too long).
+    fn count_candidate(&mut self, len: usize) -> u64 {
         let number = self.next_line;
         self.next_line += 1;
         self.stats.candidates += 1;
-        let raw = if raw.len() > MAX_LINE_BYTES {
+        if len > MAX_LINE_BYTES {
             self.cut.note(number);
-            &raw[..MAX_LINE_BYTES]
-        } else {
-            raw
-        };
+        }
+        number
+    }
+
+    /// Normalizes candidate line `number` (already counted and cut) and sends it on.
+    fn send_normalized(&mut self, number: u64, raw: &[u8], end: usize, sink: &mut impl Target) {
         let line = self.normalizer.normalize(number, raw);
         if line.meta.control {
             self.control.note(number);

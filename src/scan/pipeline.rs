@@ -6,9 +6,15 @@
 //! and wants every line, so each batch carries its raw block too: the consumer normalizes the
 //! lines between two candidates itself while the sink asks for them. The sink sees exactly the
 //! lines, numbers and order of the one-thread scan.
+//!
+//! Which half costs more depends on the log (how many lines are candidates, how much the sink
+//! does with them), so the work is balanced as it goes: while the consumer has no batch waiting,
+//! the producer hands candidates over raw and the consumer normalizes them itself.
 
 use std::io;
 use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 
 use super::{LineSink, Prefilter, ScanState, ScanStats, Target};
@@ -17,14 +23,33 @@ use crate::normalize::{Line, LineMeta};
 /// Batches in flight between the threads (each holds one block of the input).
 const IN_FLIGHT: usize = 2;
 
-/// A normalized candidate line, owned so that it can cross threads.
+/// A candidate line, owned so that it can cross threads.
 struct Candidate {
     number: u64,
     /// Where the raw line ends in its batch's bytes.
     end: usize,
-    /// Its normalized text in the batch's `texts`.
-    text: Range<usize>,
-    meta: LineMeta,
+    form: Form,
+}
+
+/// How a candidate line crosses.
+enum Form {
+    /// Normalized by the producer: its text in the batch's `texts`.
+    Normalized { text: Range<usize>, meta: LineMeta },
+    /// Left to the consumer: its bytes (cut like an overlong line) in the batch's `bytes`.
+    Raw(Range<usize>),
+}
+
+/// Who normalizes the candidate lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Split {
+    /// The producer, except while the consumer has no batch waiting.
+    Balanced,
+    /// Always the producer (tests).
+    #[cfg(test)]
+    Producer,
+    /// Always the consumer (tests).
+    #[cfg(test)]
+    Consumer,
 }
 
 /// One piece of the input: its raw bytes, and its candidate lines already normalized.
@@ -44,6 +69,7 @@ pub(super) fn run<'p, I, P>(
     prefilter: &'p Prefilter,
     sink: &mut impl LineSink,
     input: I,
+    split: Split,
     produce: P,
 ) -> Result<io::Result<ScanStats>, I>
 where
@@ -52,6 +78,8 @@ where
 {
     let (batches, received) = mpsc::sync_channel(IN_FLIGHT);
     let (give_back, recycled) = mpsc::channel();
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let consumer_waiting = Arc::clone(&waiting);
     // The input goes to the helper only once it runs, so that it is still ours if it cannot.
     let (start, started) = mpsc::sync_channel::<I>(1);
     std::thread::scope(|scope| {
@@ -62,6 +90,8 @@ where
                     batch: Batch::default(),
                     batches,
                     recycled,
+                    waiting,
+                    split,
                 };
                 started.recv().ok().map(|input| produce(input, &mut target))
             });
@@ -75,6 +105,7 @@ where
         }
         let mut consumer = ScanState::new(prefilter);
         for batch in received {
+            consumer_waiting.fetch_sub(1, Ordering::Relaxed);
             consumer.deliver(&batch, sink);
             // The producer may have stopped: the batch is then simply dropped.
             let _ = give_back.send(batch);
@@ -95,6 +126,9 @@ pub(super) struct Producer {
     batch: Batch,
     batches: SyncSender<Batch>,
     recycled: Receiver<Batch>,
+    /// Batches sent that the consumer has not taken yet.
+    waiting: Arc<AtomicUsize>,
+    split: Split,
 }
 
 impl Target for Producer {
@@ -109,8 +143,29 @@ impl Target for Producer {
         self.batch.candidates.push(Candidate {
             number: line.number,
             end,
-            text: start..texts.len(),
-            meta: line.meta,
+            form: Form::Normalized {
+                text: start..texts.len(),
+                meta: line.meta,
+            },
+        });
+    }
+
+    fn takes_raw(&self) -> bool {
+        match self.split {
+            // The consumer is idle (or about to be): let it normalize.
+            Split::Balanced => self.waiting.load(Ordering::Relaxed) == 0,
+            #[cfg(test)]
+            Split::Producer => false,
+            #[cfg(test)]
+            Split::Consumer => true,
+        }
+    }
+
+    fn raw_line(&mut self, number: u64, raw: Range<usize>, end: usize) {
+        self.batch.candidates.push(Candidate {
+            number,
+            end,
+            form: Form::Raw(raw),
         });
     }
 
@@ -123,6 +178,7 @@ impl Target for Producer {
         batch.bytes.extend_from_slice(bytes);
         batch.first_line = first_line;
         batch.lines = lines;
+        self.waiting.fetch_add(1, Ordering::Relaxed);
         // A closed channel means the consumer is gone (it panicked): nothing is left to do.
         let _ = self.batches.send(batch);
     }
@@ -136,12 +192,17 @@ impl ScanState<'_> {
         let mut next = batch.first_line;
         for candidate in &batch.candidates {
             self.lines_between(batch, &mut pos, &mut next, candidate.number, sink);
-            let text = batch.texts.get(candidate.text.clone()).unwrap_or_default();
-            sink.line(&Line {
-                number: candidate.number,
-                text,
-                meta: candidate.meta,
-            });
+            match &candidate.form {
+                Form::Normalized { text, meta } => sink.line(&Line {
+                    number: candidate.number,
+                    text: batch.texts.get(text.clone()).unwrap_or_default(),
+                    meta: *meta,
+                }),
+                Form::Raw(raw) => {
+                    let raw = batch.bytes.get(raw.clone()).unwrap_or_default();
+                    self.send_normalized(candidate.number, raw, candidate.end, sink);
+                }
+            }
             pos = candidate.end + 1;
             next = candidate.number + 1;
         }
@@ -173,7 +234,7 @@ impl ScanState<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{BLOCK_BYTES, scan, scan_slice, scan_slice_on_this_thread};
+    use super::super::{BLOCK_BYTES, scan, scan_slice, scan_slice_on_this_thread, scan_slice_on_two_threads};
     use super::*;
 
     /// Records every line with its number and flags; wants every line from a line saying "open"
@@ -238,6 +299,14 @@ mod tests {
         let slice_stats = scan_slice(&input, &prefilter, &mut from_slice);
         assert_eq!(from_slice.lines, expected.lines);
         assert_eq!(slice_stats, expected_stats);
+
+        // Whoever normalizes the candidates, the sink gets the same lines.
+        for split in [Split::Producer, Split::Consumer] {
+            let mut rec = Recorder::default();
+            let stats = scan_slice_on_two_threads(&input, &prefilter, &mut rec, split);
+            assert_eq!(rec.lines, expected.lines, "{split:?}");
+            assert_eq!(stats, expected_stats, "{split:?}");
+        }
 
         // The reader cuts the overlong line where the slice cannot; everything else agrees.
         let mut from_reader = Recorder::default();
