@@ -539,7 +539,7 @@ pub enum Fact {
         parameter: String,
         /// Shape in the checkpoint.
         checkpoint: Vec<u64>,
-        /// Shape in the model.
+        /// Shape in the model (empty when the line was cut before it).
         model: Vec<u64>,
     },
     /// An index or target value out of bounds (`Target 5 is out of bounds`).

@@ -30,11 +30,11 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: legacy_error,
     },
     Extractor {
-        trigger: r"CUDA_ERROR_[A-Z_]+|CUDA driver error: ",
+        trigger: r"CUDA_ERROR_[A-Z_]+|CUDA driver error: |\bcu[A-Z][a-z]\w* failed: ",
         handle: driver_error,
     },
     Extractor {
-        trigger: r"cudaError[A-Z]\w+",
+        trigger: r"(?:cuda|hip)Error[A-Z]\w+",
         handle: runtime_name,
     },
     Extractor {
@@ -474,6 +474,11 @@ fn driver_error(out: &mut Collector, line: &Line<'_>) {
         out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Driver, None, None));
         return;
     }
+    // PyCUDA and other driver-API wrappers: `cuInit failed: initialization error`.
+    if let Some(c) = regex!(r"\bcu[A-Z][a-z]\w* failed: (?P<msg>[^:]+?)\s*$").captures(text) {
+        out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Driver, None, None));
+        return;
+    }
     let Some(c) = regex!(r"CUDA_ERROR_(?P<name>[A-Z_]+)(?::? (?P<msg>[^;(]+))?").captures(text) else {
         return;
     };
@@ -500,10 +505,14 @@ fn runtime_name(out: &mut Collector, line: &Line<'_>) {
     if line.text.contains("CUDA error: ") {
         return;
     }
-    let Some(c) = regex!(r"cudaError(?P<name>[A-Z]\w+)").captures(line.text) else {
+    let Some(c) = regex!(r"(?P<api>cuda|hip)Error(?P<name>[A-Z]\w+)").captures(line.text) else {
         return;
     };
-    let name = format!("cudaError{}", &c["name"]);
+    // ROCm's HIP runtime mirrors CUDA's names, except for a missing kernel binary.
+    let name = match (&c["api"], &c["name"]) {
+        ("hip", "NoBinaryForGpu") => "cudaErrorNoKernelImageForDevice".to_owned(),
+        (_, name) => format!("cudaError{name}"),
+    };
     let known = KNOWN.iter().find(|k| k.1 == name);
     let message = known.map_or_else(|| name.clone(), |k| k.0.to_owned());
     out.emit(
@@ -733,6 +742,30 @@ mod tests {
             kinds("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`");
         assert!(!found.iter().any(|k| matches!(k, EventKind::CudaError(_))));
         assert!(found.iter().any(|k| matches!(k, EventKind::Cublas(_))));
+    }
+
+    #[test]
+    fn driver_api_wrappers_and_hip_names_are_cuda_errors() {
+        let found = kinds(
+            "LogicError: cuInit failed: initialization error\nhipErrorNoBinaryForGpu: Unable to find code object for all current devices!\ncuBLAS failed: not a driver call\n",
+        );
+        let errors: Vec<_> = found
+            .iter()
+            .filter_map(|k| match k {
+                EventKind::CudaError(e) => Some((e.name.as_deref(), e.message.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            errors,
+            vec![
+                (Some("cudaErrorInitializationError"), "initialization error"),
+                (
+                    Some("cudaErrorNoKernelImageForDevice"),
+                    "no kernel image is available"
+                )
+            ]
+        );
     }
 
     #[test]

@@ -142,7 +142,7 @@ fn dtypes(out: &mut Collector, line: &Line<'_>) {
         pair(&c["e"], &c["f"])
     } else if let Some(c) = regex!(r"Expected object of scalar type (?P<e>\w+) but got scalar type (?P<f>\w+)").captures(text) {
         pair(&c["e"], &c["f"])
-    } else if let Some(c) = regex!(r"Input type \((?P<f>[\w:]+)\) and bias type \((?P<e>[\w:]+)\)").captures(text) {
+    } else if let Some(c) = regex!(r"Input type \((?:struct |class )?(?P<f>[\w:]+)\) and bias type \((?:struct |class )?(?P<e>[\w:]+)\)").captures(text) {
         pair(&c["e"], &c["f"])
     } else if let Some(c) = regex!(
         r"(?:Input type \((?P<i>[\w.]+)\) and weight type \((?P<w>[\w.]+)\)|Expected object of type (?P<w2>[\w.]+) but found type (?P<i2>[\w.]+)|to have the same type as tensor for argument #\d+ '\w+'; but type (?P<i3>[\w.]+) does not equal (?P<w3>[\w.]+))"
@@ -217,7 +217,8 @@ fn devices(out: &mut Collector, line: &Line<'_>) {
 fn checkpoint(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
     let torch = regex!(
-        r"size mismatch for (?P<p>[\w.]+): copying a param with shape (?:torch\.Size\()?\[(?P<c>[\d, ]*)\]\)? from checkpoint, the shape in current model is (?:torch\.Size\()?\[(?P<m>[\d, ]*)\]"
+        // The model's shape is missing where a long line was cut after the checkpoint's.
+        r"size mismatch for (?P<p>[\w.]+): copying a param with shape (?:torch\.Size\()?\[(?P<c>[\d, ]*)\]\)? from checkpoint(?:, the shape in current model is (?:torch\.Size\()?\[(?P<m>[\d, ]*)\])?"
     );
     let hf = regex!(
         r"(?P<p>[\w.]+): found shape torch\.Size\(\[(?P<c>[\d, ]*)\]\) in the checkpoint and torch\.Size\(\[(?P<m>[\d, ]*)\]\) in the model"
@@ -241,7 +242,7 @@ fn checkpoint(out: &mut Collector, line: &Line<'_>) {
         let fact = Fact::CheckpointSizeMismatch {
             parameter: c["p"].to_owned(),
             checkpoint: dims(&c["c"]),
-            model: dims(&c["m"]),
+            model: c.name("m").map_or_else(Vec::new, |m| dims(m.as_str())),
         };
         out.emit(line, EventKind::Fact(fact));
     }
@@ -438,6 +439,31 @@ mod tests {
                     model: vec![10]
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_size_mismatch_cut_before_the_model_shape_still_names_the_parameter() {
+        assert_eq!(
+            facts(
+                "        size mismatch for lora_A.default.weight: copying a param with shape torch.Size([256, 4096]) from checkpoint, the shape in current mo"
+            ),
+            vec![Fact::CheckpointSizeMismatch {
+                parameter: "lora_A.default.weight".into(),
+                checkpoint: vec![256, 4096],
+                model: vec![],
+            }]
+        );
+    }
+
+    #[test]
+    fn msvc_type_names_in_the_bias_check_are_read_without_their_keyword() {
+        assert_eq!(
+            facts("RuntimeError: Input type (float) and bias type (struct c10::Half) should be the same"),
+            vec![Fact::Dtypes {
+                expected: "c10::Half".into(),
+                found: "float".into()
+            }]
         );
     }
 

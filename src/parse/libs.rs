@@ -6,7 +6,7 @@ use crate::normalize::Line;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|(?i:cublas) runtime error : |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)",
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)",
         handle: cublas,
     },
     Extractor {
@@ -71,7 +71,7 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
     {
         c["s"].to_owned()
     } else if let Some(c) =
-        regex!(r"(?i:cublas) runtime error : (?P<msg>.+?)(?: at \S+:\d+)?$").captures(text)
+        regex!(r"(?i:cublas) runtime error ?: (?P<msg>.+?)(?: at \S+:\d+)?$").captures(text)
     {
         let msg = c["msg"].to_owned();
         match LEGACY_CUBLAS.iter().find(|(m, _)| msg.starts_with(m)) {
@@ -92,6 +92,19 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             .iter()
             .find(|(code, _)| *code == n)
             .map_or_else(|| format!("STATUS_{n}"), |(_, s)| (*s).to_owned())
+    } else if let Some(c) =
+        regex!(r"!!!! kernel execution error\.(?: \(m: \d+, n: \d+, k: \d+, error: (?P<n>\d+)\))?").captures(text)
+    {
+        // DeepSpeed's GEMM wrappers, for any status but success; early releases left the number
+        // out and said only what failed: the kernel's execution.
+        let code = c.name("n").and_then(|n| n.as_str().parse::<u32>().ok());
+        match code {
+            Some(n) => CUBLAS_CODES
+                .iter()
+                .find(|(code, _)| *code == n)
+                .map_or_else(|| format!("STATUS_{n}"), |(_, s)| (*s).to_owned()),
+            None => "EXECUTION_FAILED".to_owned(),
+        }
     } else {
         return;
     };
@@ -312,6 +325,19 @@ mod tests {
         assert_eq!(c.status, "EXECUTION_FAILED");
         let c = cublas("RuntimeError: cublas runtime error : unknown error at /opt/conda/THCGeneral.cpp:228");
         assert_eq!(c.status, "UNKNOWN");
+        // Some builds printed no space before the colon.
+        let c = cublas(
+            "RuntimeError: cublas runtime error: library not initialized at /conda/.../THC/THCGeneral.cpp:250",
+        );
+        assert_eq!(c.status, "NOT_INITIALIZED");
+    }
+
+    #[test]
+    fn deepspeed_gemm_failures_carry_the_cublas_status_when_printed() {
+        let c = cublas("!!!! kernel execution error. (m: 4096, n: 2048, k: 1024, error: 14)");
+        assert_eq!(c.status, "INTERNAL_ERROR");
+        let c = cublas("!!!! kernel execution error.");
+        assert_eq!(c.status, "EXECUTION_FAILED");
     }
 
     #[test]

@@ -421,7 +421,10 @@ fn fact_captures(fact: &Fact, put: &mut impl FnMut(&str, String)) {
         } => {
             put("parameter", parameter.clone());
             put("checkpoint_shape", shape(checkpoint));
-            put("model_shape", shape(model));
+            // Empty when the line was cut before it.
+            if !model.is_empty() {
+                put("model_shape", shape(model));
+            }
         }
         Fact::IndexOutOfBounds { value, size, dim } => {
             if let Some(v) = value {
