@@ -372,22 +372,34 @@ impl RuleSet {
     pub fn automata(&self) -> Result<&Automata, &LoadError> {
         self.automata
             .get_or_init(|| {
-                let set = LineSet::new(&self.patterns.sources, SetSyntax::Bytes)
-                    .map_err(|e| LoadError::Combined(e.to_string()))?;
-                let mut prefilter_patterns: Vec<&str> = crate::parse::trigger_patterns().collect();
-                // Rule patterns are ASCII-classed (see `pattern`); so are their relaxed forms.
-                let ascii: Vec<String> = self
-                    .patterns
-                    .sources
-                    .iter()
-                    .map(|p| format!("(?-u:{p})"))
-                    .collect();
-                prefilter_patterns.extend(ascii.iter().map(String::as_str));
-                let prefilter =
-                    Prefilter::new(prefilter_patterns).map_err(|e| LoadError::Combined(e.to_string()))?;
+                // The two are independent and cost about the same: a second core builds the set.
+                let (set, prefilter) = std::thread::scope(|scope| {
+                    let set = scope.spawn(|| LineSet::new(&self.patterns.sources, SetSyntax::Bytes));
+                    let prefilter = self.prefilter();
+                    let set = set
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    (set, prefilter)
+                });
+                let set = set.map_err(|e| LoadError::Combined(e.to_string()))?;
+                let prefilter = prefilter.map_err(|e| LoadError::Combined(e.to_string()))?;
                 Ok(Automata { prefilter, set })
             })
             .as_ref()
+    }
+
+    /// The parser's triggers and every rule pattern, relaxed, as one prefilter.
+    fn prefilter(&self) -> Result<Prefilter, crate::scan::PrefilterError> {
+        let mut prefilter_patterns: Vec<&str> = crate::parse::trigger_patterns().collect();
+        // Rule patterns are ASCII-classed (see `pattern`); so are their relaxed forms.
+        let ascii: Vec<String> = self
+            .patterns
+            .sources
+            .iter()
+            .map(|p| format!("(?-u:{p})"))
+            .collect();
+        prefilter_patterns.extend(ascii.iter().map(String::as_str));
+        Prefilter::new(prefilter_patterns)
     }
 
     /// The taxonomy.
