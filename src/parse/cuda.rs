@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: ",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in \w+: \d+ \(|cuda failed with error \d+ ",
         handle: numbered_error,
     },
     Extractor {
@@ -425,7 +425,8 @@ fn triton_error(out: &mut Collector, line: &Line<'_>) {
 }
 
 /// `THCudaCheck FAIL file=… line=… error=59 : device-side assert triggered`,
-/// `CUDA error 59: …`, `CUDA error (3): initialization error`, `HIP error: …`.
+/// `CUDA error 59: …`, `CUDA error (3): initialization error`, `HIP error: …`, and the wordings of
+/// other runtimes (ONNX Runtime, TensorRT, spconv).
 fn numbered_error(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
     let (code, message, api): (Option<u32>, String, CudaApi) =
@@ -449,6 +450,18 @@ fn numbered_error(out: &mut Collector, line: &Line<'_>) {
         } else if let Some(c) = regex!(r"CUDA Error: (?P<m>.+)$").captures(text) {
             // darknet
             (None, c["m"].to_owned(), CudaApi::Runtime)
+        } else if let Some(c) = regex!(r"CUDA failure (?P<n>\d+): (?P<m>[^;]+)").captures(text) {
+            // ONNX Runtime, CNTK: `CUDA failure 2: out of memory ; GPU=0 ; hostname=… ; expr=…`
+            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Runtime)
+        } else if let Some(c) = regex!(r"Cuda Error in \w+: (?P<n>\d+) \((?P<m>[^)]+)\)").captures(text) {
+            // TensorRT: `Cuda Error in allocate: 2 (out of memory)`
+            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Runtime)
+        } else if let Some(c) =
+            regex!(r"cuda failed with error (?P<n>\d+) (?P<m>.+?)\.?(?: use CUDA_LAUNCH_BLOCKING.*)?$")
+                .captures(text)
+        {
+            // spconv / cumm: `cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 …`
+            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Runtime)
         } else {
             return;
         };
@@ -850,6 +863,38 @@ mod tests {
         assert_eq!(a.expression, "srcIndex < srcSelectDimSize");
         assert_eq!(a.source_line, Some(1236));
         assert_eq!(a.function.as_deref(), Some("indexSelectSmallIndex"));
+    }
+
+    #[test]
+    fn onnx_runtime_cuda_failures_stop_at_the_first_field() {
+        let found = kinds(
+            r"[ONNXRuntimeError] : 1 : FAIL : D:\a\_work\1\s\onnxruntime\core\providers\cuda\cuda_call.cc:114 onnxruntime::CudaCall CUDA failure 2: out of memory ; GPU=0 ; hostname=PC ; file=cuda_stream_handle.cc ; line=175 ; expr=cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);",
+        );
+        let errors: Vec<_> = found
+            .iter()
+            .filter_map(|k| match k {
+                EventKind::CudaError(e) => Some((e.code, e.message.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(errors, vec![(Some(2), "out of memory")]);
+    }
+
+    #[test]
+    fn tensorrt_and_spconv_wordings_carry_code_and_message() {
+        for text in [
+            "[2022-03-04 13:39:28 ERROR] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: 2 (out of memory)",
+            "RuntimeError: TensorStorage /io/include/tensorview/tensor.h 168\ncuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 to get correct traceback.",
+        ] {
+            let errors: Vec<_> = kinds(text)
+                .iter()
+                .filter_map(|k| match k {
+                    EventKind::CudaError(e) => Some((e.code, e.message.clone())),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(errors, vec![(Some(2), "out of memory".to_owned())], "{text}");
+        }
     }
 
     #[test]

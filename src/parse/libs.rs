@@ -22,7 +22,9 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: nccl_warn,
     },
     Extractor {
-        trigger: r"(?i)nccl error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b",
+        // The result names, and an NCCL call that failed with its result text (`ncclCommInitRank
+        // failed: unhandled cuda error`, as Horovod and XLA report it).
+        trigger: r"(?i)nccl error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )",
         handle: nccl_error,
     },
     Extractor {
@@ -275,7 +277,7 @@ fn nccl_watchdog(out: &mut Collector, line: &Line<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::{CublasError, EventKind, NcclKind};
+    use crate::model::{CublasError, EventKind, NcclEvent, NcclKind};
     use crate::parse::parse_str;
 
     fn cublas(log: &str) -> CublasError {
@@ -454,6 +456,27 @@ mod tests {
             events.iter().all(|e| !matches!(e.kind, EventKind::Cudnn(_))),
             "{events:?}"
         );
+    }
+
+    #[test]
+    fn a_failed_nccl_call_gets_the_name_of_its_result_text() {
+        for text in [
+            "UnknownError (see above for traceback): ncclCommInitRank failed: unhandled cuda error",
+            "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:275: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled cuda error",
+        ] {
+            let codes: Vec<_> = parse_str(text)
+                .events
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    EventKind::Nccl(NcclEvent {
+                        kind: NcclKind::Error { code },
+                        ..
+                    }) => Some(code.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(codes, vec!["ncclUnhandledCudaError".to_owned()], "{text}");
+        }
     }
 
     #[test]
