@@ -20,7 +20,11 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
 
 fn report(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
-    let memory = if text.contains("DefaultCPUAllocator") {
+    // Ray's and the JVM's OutOfMemoryError are about the host's RAM.
+    let host = text.contains("DefaultCPUAllocator")
+        || regex!(r"\b(?:ray\.exceptions|java\.lang)\.OutOfMemoryError\b|node running low on memory")
+            .is_match(text);
+    let memory = if host {
         MemoryKind::Host
     } else if regex!(r"(?i)\b(?:MPS|XPU) (?:backend )?out of memory").is_match(text) {
         MemoryKind::OtherAccelerator
@@ -251,6 +255,20 @@ mod tests {
         );
         assert_eq!(o.memory, Some(MemoryKind::Host));
         assert_eq!(o.tried_bytes, Some(GIB));
+    }
+
+    #[test]
+    fn ray_and_jvm_out_of_memory_errors_are_host_memory() {
+        for text in [
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+            "java.lang.OutOfMemoryError: Java heap space",
+        ] {
+            assert_eq!(oom(text).memory, Some(MemoryKind::Host), "{text}");
+        }
+        assert_eq!(
+            oom("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB").memory,
+            Some(MemoryKind::Gpu)
+        );
     }
 
     #[test]
