@@ -640,6 +640,25 @@ mod tests {
         parse_str(log).events.into_iter().map(|e| e.kind).collect()
     }
 
+    /// The CUDA errors found in `log`, in order.
+    fn cuda_errors(log: &str) -> Vec<crate::model::CudaError> {
+        kinds(log)
+            .into_iter()
+            .filter_map(|k| match k {
+                EventKind::CudaError(e) => Some(e),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `(code, message)` of each CUDA error found in `log`.
+    fn codes_and_messages(log: &str) -> Vec<(Option<u32>, String)> {
+        cuda_errors(log)
+            .into_iter()
+            .map(|e| (e.code, e.message))
+            .collect()
+    }
+
     fn only_assert(log: &str) -> crate::model::CudaAssert {
         let events = parse_str(log).events;
         let found: Vec<_> = events
@@ -730,21 +749,21 @@ mod tests {
 
     #[test]
     fn legacy_and_driver_errors_are_recognised() {
-        let found = kinds(
+        let errors: Vec<_> = cuda_errors(
             "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/generic/THCTensorCopy.c:70\nCUDA_ERROR_OUT_OF_MEMORY: out of memory\n",
-        );
-        let errors: Vec<_> = found
-            .iter()
-            .filter_map(|k| match k {
-                EventKind::CudaError(e) => Some((e.api, e.code, e.message.as_str())),
-                _ => None,
-            })
-            .collect();
+        )
+        .into_iter()
+        .map(|e| (e.api, e.code, e.message))
+        .collect();
         assert_eq!(
             errors,
             vec![
-                (CudaApi::Legacy, Some(59), "device-side assert triggered"),
-                (CudaApi::Driver, Some(2), "out of memory")
+                (
+                    CudaApi::Legacy,
+                    Some(59),
+                    "device-side assert triggered".to_owned()
+                ),
+                (CudaApi::Driver, Some(2), "out of memory".to_owned())
             ]
         );
     }
@@ -759,23 +778,22 @@ mod tests {
 
     #[test]
     fn driver_api_wrappers_and_hip_names_are_cuda_errors() {
-        let found = kinds(
+        let errors: Vec<_> = cuda_errors(
             "LogicError: cuInit failed: initialization error\nhipErrorNoBinaryForGpu: Unable to find code object for all current devices!\ncuBLAS failed: not a driver call\n",
-        );
-        let errors: Vec<_> = found
-            .iter()
-            .filter_map(|k| match k {
-                EventKind::CudaError(e) => Some((e.name.as_deref(), e.message.as_str())),
-                _ => None,
-            })
-            .collect();
+        )
+        .into_iter()
+        .map(|e| (e.name, e.message))
+        .collect();
         assert_eq!(
             errors,
             vec![
-                (Some("cudaErrorInitializationError"), "initialization error"),
                 (
-                    Some("cudaErrorNoKernelImageForDevice"),
-                    "no kernel image is available"
+                    Some("cudaErrorInitializationError".to_owned()),
+                    "initialization error".to_owned()
+                ),
+                (
+                    Some("cudaErrorNoKernelImageForDevice".to_owned()),
+                    "no kernel image is available".to_owned()
                 )
             ]
         );
@@ -795,39 +813,28 @@ mod tests {
 
     #[test]
     fn numbered_thc_and_hip_errors_are_cuda_errors() {
-        let found = kinds(
+        let errors = codes_and_messages(
             "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=265 error=59 : device-side assert triggered\nCUDA error (3): initialization error\nHIP error: invalid device function\n",
         );
-        let errors: Vec<_> = found
-            .iter()
-            .filter_map(|k| match k {
-                EventKind::CudaError(e) => Some((e.code, e.message.as_str())),
-                _ => None,
-            })
-            .collect();
         assert_eq!(
             errors,
             vec![
-                (Some(59), "device-side assert triggered"),
-                (Some(3), "initialization error"),
-                (Some(98), "invalid device function")
+                (Some(59), "device-side assert triggered".to_owned()),
+                (Some(3), "initialization error".to_owned()),
+                (Some(98), "invalid device function".to_owned())
             ]
         );
-        let found = kinds(
+        let errors = codes_and_messages(
             "F0101 common.cu:153] Check failed: error == cudaSuccess (46 vs. 0)  all CUDA-capable devices are busy or unavailable\nCUDA Error: out of memory\n",
         );
-        let errors: Vec<_> = found
-            .iter()
-            .filter_map(|k| match k {
-                EventKind::CudaError(e) => Some((e.code, e.message.as_str())),
-                _ => None,
-            })
-            .collect();
         assert_eq!(
             errors,
             vec![
-                (Some(46), "all CUDA-capable devices are busy or unavailable"),
-                (Some(2), "out of memory")
+                (
+                    Some(46),
+                    "all CUDA-capable devices are busy or unavailable".to_owned()
+                ),
+                (Some(2), "out of memory".to_owned())
             ]
         );
     }
@@ -867,17 +874,10 @@ mod tests {
 
     #[test]
     fn onnx_runtime_cuda_failures_stop_at_the_first_field() {
-        let found = kinds(
+        let errors = codes_and_messages(
             r"[ONNXRuntimeError] : 1 : FAIL : D:\a\_work\1\s\onnxruntime\core\providers\cuda\cuda_call.cc:114 onnxruntime::CudaCall CUDA failure 2: out of memory ; GPU=0 ; hostname=PC ; file=cuda_stream_handle.cc ; line=175 ; expr=cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);",
         );
-        let errors: Vec<_> = found
-            .iter()
-            .filter_map(|k| match k {
-                EventKind::CudaError(e) => Some((e.code, e.message.as_str())),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(errors, vec![(Some(2), "out of memory")]);
+        assert_eq!(errors, vec![(Some(2), "out of memory".to_owned())]);
     }
 
     #[test]
@@ -886,14 +886,11 @@ mod tests {
             "[2022-03-04 13:39:28 ERROR] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: 2 (out of memory)",
             "RuntimeError: TensorStorage /io/include/tensorview/tensor.h 168\ncuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 to get correct traceback.",
         ] {
-            let errors: Vec<_> = kinds(text)
-                .iter()
-                .filter_map(|k| match k {
-                    EventKind::CudaError(e) => Some((e.code, e.message.clone())),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(errors, vec![(Some(2), "out of memory".to_owned())], "{text}");
+            assert_eq!(
+                codes_and_messages(text),
+                vec![(Some(2), "out of memory".to_owned())],
+                "{text}"
+            );
         }
     }
 
