@@ -373,12 +373,17 @@ impl RuleSet {
         self.automata
             .get_or_init(|| {
                 // The two are independent and cost about the same: a second core builds the set.
+                // (On this thread alone when no thread can be started.)
+                let build_set = || LineSet::new(&self.patterns.sources, SetSyntax::Bytes);
                 let (set, prefilter) = std::thread::scope(|scope| {
-                    let set = scope.spawn(|| LineSet::new(&self.patterns.sources, SetSyntax::Bytes));
+                    let helper = std::thread::Builder::new().spawn_scoped(scope, build_set);
                     let prefilter = self.prefilter();
-                    let set = set
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    let set = match helper {
+                        Ok(helper) => helper
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        Err(_) => build_set(),
+                    };
                     (set, prefilter)
                 });
                 let set = set.map_err(|e| LoadError::Combined(e.to_string()))?;
