@@ -9,7 +9,7 @@ const FIGURE_WINDOW: u64 = 4;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|RESOURCE_EXHAUSTED: Out of memory|DefaultCPUAllocator: (?:can't|not enough memory)",
+        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|RESOURCE_EXHAUSTED: Out of memory|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes",
         handle: report,
     },
     Extractor {
@@ -67,7 +67,11 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
             .and_then(|c| c.name(name).and_then(|m| parse_size(m.as_str())))
     };
     let tried = regex!(r"(?i)(?:Tried to allocate|trying to allocate) (?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes|B))");
-    let tried_plain = regex!(r"(?i)(?:you tried to allocate|trying to allocate) (?P<v>\d+) bytes");
+    // torch's host allocator, and CuPy's pool (`out of memory to allocate N bytes`, since CuPy 7
+    // `Out of memory allocating 25,600,000 bytes`).
+    let tried_plain = regex!(
+        r"(?i)(?:you tried to allocate|trying to allocate|out of memory to allocate|Out of memory allocating) (?P<v>\d[\d,]*) bytes"
+    );
     let gpu = regex!(r"\(?GPU (?P<g>\d+)[;:)]|GPU (?P<h>\d+) has a total capac");
     let total = regex!(
         r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) total capacity|total capac(?:i)?ty of (?P<w>[\d.]+ ?(?:[KMGTP]i?B|bytes))"
@@ -91,10 +95,11 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
         regex!(r"(?:Process \d+ has|this process has) (?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) memory in use");
     let either = |re: &regex::Regex| size("v", re).or_else(|| size("w", re));
 
-    oom.tried_bytes = oom
-        .tried_bytes
-        .or_else(|| size("v", tried))
-        .or_else(|| tried_plain.captures(text).and_then(|c| c["v"].parse().ok()));
+    oom.tried_bytes = oom.tried_bytes.or_else(|| size("v", tried)).or_else(|| {
+        tried_plain
+            .captures(text)
+            .and_then(|c| c["v"].replace(',', "").parse().ok())
+    });
     oom.gpu = oom.gpu.or_else(|| {
         gpu.captures(text).and_then(|c| {
             c.name("g")
@@ -269,6 +274,28 @@ mod tests {
             oom("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB").memory,
             Some(MemoryKind::Gpu)
         );
+    }
+
+    #[test]
+    fn cupy_and_mxnet_pool_failures_are_gpu_reports() {
+        let o = oom(
+            "Exception in main training loop: out of memory to allocate 205520896 bytes (total 16068929536 bytes)",
+        );
+        assert_eq!(
+            (o.memory, o.tried_bytes),
+            (Some(MemoryKind::Gpu), Some(205_520_896))
+        );
+        let o = oom(
+            "Exception in main training loop: Out of memory allocating 255,688,704 bytes (allocated so far: 3,670,475,776 bytes).",
+        );
+        assert_eq!(
+            (o.memory, o.tried_bytes),
+            (Some(MemoryKind::Gpu), Some(255_688_704))
+        );
+        let o = oom(
+            "mxnet.base.MXNetError: [18:53:03] src/storage/./pooled_storage_manager.h:157: cudaMalloc failed: out of memory",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Gpu));
     }
 
     #[test]
