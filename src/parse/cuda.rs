@@ -305,13 +305,15 @@ fn source_location(text: &str) -> Option<SourceLocation<'_>> {
 }
 
 /// An assertion of host code (glibc `assert`, TH / THNN on the CPU): a C / C++ source file named
-/// before (`file.c:12:`) or after (`at file.c:93`) it, or glibc's `` `expr' `` quoting.
+/// before (`file.c:12:`) or after (`at file.c:93`) it, or glibc's `` `expr' `` quoting without a
+/// kernel's thread grid (host code in a `.cu` file asserts like any C++: `python: ops.cu:408:
+/// int igemmlt(…): Assertion `false' failed.`).
 fn is_host_assertion(text: &str, ext: Option<&str>) -> bool {
     if ext.is_some_and(|e| !e.starts_with("cu")) {
         return true;
     }
     let named_after = regex!(r"failed\.?\s+at \S+\.(?:c|cc|cpp|cxx|h|hpp)(?::\d+)?").is_match(text);
-    named_after || (ext.is_none() && text.contains("' failed"))
+    named_after || (text.contains("' failed") && !text.contains("block: ["))
 }
 
 /// torch's device-side assertion report (`TORCH_USE_CUDA_DSA` builds): a message line, then the
@@ -408,7 +410,11 @@ fn runtime_error(out: &mut Collector, line: &Line<'_>) {
     };
     let message = c["msg"].trim_end_matches(['.', ' ']);
     // A library status reported through the CUDA error macro belongs to that library's extractor.
-    if message.starts_with("CUBLAS_STATUS") || message.starts_with("CUDNN_STATUS") || message.is_empty() {
+    if message.starts_with("CUBLAS_STATUS")
+        || message.starts_with("CUDNN_STATUS")
+        || super::libs::cublas_status_text(message).is_some()
+        || message.is_empty()
+    {
         return;
     }
     let code = regex!(r"\((?:error )?(\d+)\)$")
@@ -836,6 +842,17 @@ mod tests {
                 ),
                 (Some(2), "out of memory".to_owned())
             ]
+        );
+    }
+
+    #[test]
+    fn host_code_in_a_cu_file_asserts_like_host_code() {
+        let found = kinds(
+            "python: /home/user/bitsandbytes/csrc/ops.cu:408: int igemmlt(cublasLtHandle_t, int, int, int, const int8_t*, const int8_t*, void*, float*, int, int, int) [with int FORMATB = 3; int DTYPE_OUT = 32; int SCALE_ROWS = 0; cublasLtHandle_t = cublasLtContext*; int8_t = signed char]: Assertion `false' failed.",
+        );
+        assert!(
+            !found.iter().any(|k| matches!(k, EventKind::CudaAssert(_))),
+            "{found:?}"
         );
     }
 

@@ -6,7 +6,8 @@ use crate::normalize::Line;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)",
+        // (`CUDA error: <cuBLAS status text>` is how ggml / llama.cpp report a cuBLAS status.)
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |CUDA error: (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
         handle: cublas,
     },
     Extractor {
@@ -52,6 +53,34 @@ const LEGACY_CUBLAS: &[(&str, &str)] = &[
     ("unknown error", "UNKNOWN"),
 ];
 
+/// cuBLAS's own status texts (`cublasGetStatusString`), as other programs print them after their
+/// `CUDA error: `.
+const CUBLAS_STATUS_TEXTS: &[(&str, &str)] = &[
+    ("the library was not initialized", "NOT_INITIALIZED"),
+    ("the resource allocation failed", "ALLOC_FAILED"),
+    (
+        "an invalid numeric value was used as an argument",
+        "INVALID_VALUE",
+    ),
+    (
+        "an absent device architectural feature is required",
+        "ARCH_MISMATCH",
+    ),
+    ("an access to GPU memory space failed", "MAPPING_ERROR"),
+    ("the GPU program failed to execute", "EXECUTION_FAILED"),
+    ("an internal operation failed", "INTERNAL_ERROR"),
+    ("the requested functionality is not supported", "NOT_SUPPORTED"),
+];
+
+/// The cuBLAS status a `CUDA error: …` message names with cuBLAS's own words, if it does: such a
+/// line is a cuBLAS failure, not a CUDA runtime one.
+pub(super) fn cublas_status_text(message: &str) -> Option<&'static str> {
+    CUBLAS_STATUS_TEXTS
+        .iter()
+        .find(|(text, _)| message.starts_with(text))
+        .map(|(_, status)| *status)
+}
+
 /// cuBLAS status numbers (cublasStatus_t).
 const CUBLAS_CODES: &[(u32, &str)] = &[
     (1, "NOT_INITIALIZED"),
@@ -81,11 +110,11 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             None => "UNKNOWN".to_owned(),
         }
     } else if let Some(c) = regex!(
-        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)"
+        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)|(?i:cublas) error (?P<p>\d+) at "
     )
     .captures(text)
     {
-        let n: u32 = ["n", "m", "o"]
+        let n: u32 = ["n", "m", "o", "p"]
             .iter()
             .find_map(|g| c.name(g))
             .and_then(|m| m.as_str().parse().ok())
@@ -94,6 +123,11 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             .iter()
             .find(|(code, _)| *code == n)
             .map_or_else(|| format!("STATUS_{n}"), |(_, s)| (*s).to_owned())
+    } else if let Some(status) = regex!(r"CUDA error: (?P<msg>.+)$")
+        .captures(text)
+        .and_then(|c| cublas_status_text(c.name("msg")?.as_str()))
+    {
+        status.to_owned()
     } else if let Some(c) =
         regex!(r"!!!! kernel execution error\.(?: \(m: \d+, n: \d+, k: \d+, error: (?P<n>\d+)\))?").captures(text)
     {
@@ -340,6 +374,25 @@ mod tests {
         assert_eq!(c.status, "INTERNAL_ERROR");
         let c = cublas("!!!! kernel execution error.");
         assert_eq!(c.status, "EXECUTION_FAILED");
+    }
+
+    #[test]
+    fn ggml_numbers_its_cublas_errors() {
+        let c = cublas("cuBLAS error 15 at ggml-cuda.cu:7548: the requested functionality is not supported");
+        assert_eq!(c.status, "NOT_SUPPORTED");
+    }
+
+    #[test]
+    fn cublas_status_texts_after_cuda_error_are_cublas_statuses() {
+        let c = cublas("CUDA error: the requested functionality is not supported");
+        assert_eq!(c.status, "NOT_SUPPORTED");
+        let c = cublas("CUDA error: the resource allocation failed");
+        assert_eq!(c.status, "ALLOC_FAILED");
+        let events = parse_str("CUDA error: the requested functionality is not supported\n").events;
+        assert!(
+            !events.iter().any(|e| matches!(e.kind, EventKind::CudaError(_))),
+            "{events:?}"
+        );
     }
 
     #[test]
