@@ -9,6 +9,7 @@ mod fingerprint;
 mod rank;
 
 pub use fingerprint::{fingerprint, mask_message};
+pub use rank::class_matches;
 
 use std::collections::BTreeMap;
 use std::io::Read;

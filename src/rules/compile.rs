@@ -198,6 +198,14 @@ pub(super) fn compile_rule(
             ),
         );
     }
+    for glob in &spec.yields_to {
+        if !classes.iter().any(|c| crate::diagnose::class_matches(glob, c)) {
+            e.push(
+                "yields_to",
+                format!("{glob:?} matches no class of rules/taxonomy.toml (it takes classes or `prefix.*`, not rule ids)"),
+            );
+        }
+    }
     let m = &spec.conditions;
     let any = e.patterns("match.any", &m.any, table);
     let all = e.patterns("match.all", &m.all, table);

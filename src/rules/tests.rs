@@ -75,6 +75,25 @@ fn an_invalid_regex_is_reported_with_file_rule_and_field() {
 }
 
 #[test]
+fn yields_to_takes_classes_and_a_rule_id_there_is_reported() {
+    let with = |globs: &str| {
+        GOOD.replace(
+            "confidence = \"high\"",
+            &format!("confidence = \"high\"\nyields_to = [{globs}]"),
+        )
+    };
+    assert!(load(&[file("test/oom.toml", &with(r#""cuda.*", "cuda.oom""#))]).is_ok());
+    let errs = errors(&[file("test/oom.toml", &with(r#""oom.gpu_oom""#))]);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0]
+            .starts_with("rules/test/oom.toml: rule test.oom: yields_to: \"oom.gpu_oom\" matches no class"),
+        "{}",
+        errs[0]
+    );
+}
+
+#[test]
 fn an_unknown_class_and_a_wrong_id_are_both_reported() {
     let bad = GOOD.replace("class = \"cuda.oom\"", "class = \"cuda.oops\"");
     let errs = errors(&[file("test/other_name.toml", &bad)]);
