@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: dtypes,
     },
     Extractor {
-        trigger: r"Expected all tensors to be on the same device|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU|Input and parameter tensors are not at the same device",
+        trigger: r"Expected all tensors to be on the same device|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU|Input and (?:parameter|hidden) tensors are not at the same device|expected device \S+ and dtype \w+ but got device|expected TensorOptions\(dtype=|All input tensors must be on the same device\. Received",
         handle: devices,
     },
     Extractor {
@@ -203,11 +203,36 @@ fn devices(out: &mut Collector, line: &Line<'_>) {
     {
         pair(&c["a"], &c["b"])
     } else if let Some(c) =
-        regex!(r"found input tensor at (?P<a>[\w:]+) and parameter tensor at (?P<b>[\w:]+)").captures(text)
+        regex!(r"found input tensor at (?P<a>[\w:]+) and (?:parameter|hidden) tensor at (?P<b>[\w:]+)").captures(text)
     {
         pair(&c["a"], &c["b"])
     } else if text.contains("is on CPU, but expected it to be on GPU") {
         pair("cpu", "cuda")
+    } else if let Some(c) =
+        regex!(r"All input tensors must be on the same device\. Received (?P<a>[\w:]+) and (?P<b>[\w:]+)").captures(text)
+    {
+        // torch.cat / stack
+        pair(&c["a"], &c["b"])
+    } else if let Some(c) = regex!(
+        // torch 1.x: `expected device cpu and dtype Float but got device cuda:0 and dtype Float`;
+        // later: `expected TensorOptions(dtype=float, device=cpu, …) (got TensorOptions(dtype=float, device=cuda:0, …))`
+        r"expected device (?P<a>[\w:]+) and dtype (?P<e>\w+) but got device (?P<b>[\w:]+) and dtype (?P<f>\w+)|expected TensorOptions\(dtype=(?P<e2>[\w:]+), device=(?P<a2>[\w:]+),.*?\(got TensorOptions\(dtype=(?P<f2>[\w:]+), device=(?P<b2>[\w:]+),"
+    )
+    .captures(text)
+    {
+        // Both are named: the pair that differs is the mismatch.
+        let get = |x: &str, y: &str| c.name(x).or_else(|| c.name(y)).map_or("", |m| m.as_str());
+        let (a, b, e, f) = (get("a", "a2"), get("b", "b2"), get("e", "e2"), get("f", "f2"));
+        if a != b {
+            pair(a, b)
+        } else if e != f {
+            Fact::Dtypes {
+                expected: e.to_owned(),
+                found: f.to_owned(),
+            }
+        } else {
+            return;
+        }
     } else {
         return;
     };
@@ -463,6 +488,51 @@ mod tests {
             vec![Fact::Dtypes {
                 expected: "c10::Half".into(),
                 found: "float".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn rnn_hidden_states_and_tensor_options_name_the_two_devices() {
+        assert_eq!(
+            facts(
+                "RuntimeError: Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden tensor at cpu"
+            ),
+            vec![Fact::Devices {
+                first: "cuda:0".into(),
+                second: "cpu".into()
+            }]
+        );
+        assert_eq!(
+            facts("RuntimeError: expected device cpu and dtype Float but got device cuda:0 and dtype Float"),
+            vec![Fact::Devices {
+                first: "cpu".into(),
+                second: "cuda:0".into()
+            }]
+        );
+        assert_eq!(
+            facts(
+                "TypeError: expected TensorOptions(dtype=float, device=cpu, layout=Strided, requires_grad=false (default)) (got TensorOptions(dtype=float, device=cuda:0, layout=Strided, requires_grad=false (default)))"
+            ),
+            vec![Fact::Devices {
+                first: "cpu".into(),
+                second: "cuda:0".into()
+            }]
+        );
+        assert_eq!(
+            facts("RuntimeError: All input tensors must be on the same device. Received cuda:0 and cpu"),
+            vec![Fact::Devices {
+                first: "cuda:0".into(),
+                second: "cpu".into()
+            }]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: expected device cuda:0 and dtype Float but got device cuda:0 and dtype Half"
+            ),
+            vec![Fact::Dtypes {
+                expected: "Float".into(),
+                found: "Half".into()
             }]
         );
     }

@@ -19,13 +19,14 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: cudnn,
     },
     Extractor {
-        trigger: r"NCCL WARN ",
+        // (NCCL before 2.4 printed `include/socket.h:185 WARN …` without its name.)
+        trigger: r"NCCL WARN |\.(?:h|cc|cu|cpp):\d+ WARN ",
         handle: nccl_warn,
     },
     Extractor {
         // The result names, and an NCCL call that failed with its result text (`ncclCommInitRank
         // failed: unhandled cuda error`, as Horovod and XLA report it).
-        trigger: r"(?i)nccl error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )",
+        trigger: r"(?i)nccl error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )|NCCL failure [^']*'",
         handle: nccl_error,
     },
     Extractor {
@@ -226,14 +227,25 @@ fn cudnn(out: &mut Collector, line: &Line<'_>) {
 }
 
 fn nccl_warn(out: &mut Collector, line: &Line<'_>) {
-    let Some(c) = regex!(r"NCCL WARN (?P<msg>.+)$").captures(line.text) else {
+    let Some(c) = regex!(r"(?:NCCL )?WARN (?P<msg>.+)$").captures(line.text) else {
         return;
     };
-    let event = NcclEvent {
-        kind: NcclKind::Warn,
-        message: c["msg"].trim().to_owned(),
-    };
-    out.emit(line, EventKind::Nccl(event));
+    let message = c["msg"].trim().to_owned();
+    // NCCL's CUDACHECK warns `Cuda failure N 'message'` and returns ncclUnhandledCudaError.
+    let cuda_failure = message.starts_with("Cuda failure");
+    out.emit(
+        line,
+        EventKind::Nccl(NcclEvent {
+            kind: NcclKind::Warn,
+            message: message.clone(),
+        }),
+    );
+    if cuda_failure {
+        let kind = NcclKind::Error {
+            code: "ncclUnhandledCudaError".to_owned(),
+        };
+        out.emit(line, EventKind::Nccl(NcclEvent { kind, message }));
+    }
 }
 
 /// NCCL result texts (`ncclGetErrorString`) and their names.
@@ -512,6 +524,51 @@ mod tests {
     }
 
     #[test]
+    fn old_nccl_warnings_and_failures_without_the_library_name_are_nccl_events() {
+        let kinds: Vec<_> = parse_str(
+            "*server name* [0] include/socket.h:185 WARN Call to connect failed : Connection refused\nNCCL failure *MyProgram*.cu:110 'unhandled system error'\n",
+        )
+        .events
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Nccl(n) => Some(n.kind),
+            _ => None,
+        })
+        .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                NcclKind::Warn,
+                NcclKind::Error {
+                    code: "ncclSystemError".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cuda_failure_warned_by_nccl_is_an_unhandled_cuda_error() {
+        let kinds: Vec<_> =
+            parse_str("transport/p2p.cc:275 NCCL WARN Cuda failure 101 'invalid device ordinal'\n")
+                .events
+                .into_iter()
+                .filter_map(|e| match e.kind {
+                    EventKind::Nccl(n) => Some(n.kind),
+                    _ => None,
+                })
+                .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                NcclKind::Warn,
+                NcclKind::Error {
+                    code: "ncclUnhandledCudaError".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
     fn a_failed_nccl_call_gets_the_name_of_its_result_text() {
         for text in [
             "UnknownError (see above for traceback): ncclCommInitRank failed: unhandled cuda error",
@@ -555,6 +612,10 @@ mod tests {
                     code: "ncclSystemError".into()
                 },
                 NcclKind::Warn,
+                // the warned CUDA failure is the unhandled CUDA error NCCL returns
+                NcclKind::Error {
+                    code: "ncclUnhandledCudaError".into()
+                },
             ]
         );
     }

@@ -9,7 +9,7 @@ const FIGURE_WINDOW: u64 = 4;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|RESOURCE_EXHAUSTED: Out of memory|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes",
+        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes",
         handle: report,
     },
     Extractor {
@@ -70,7 +70,7 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
     // torch's host allocator, and CuPy's pool (`out of memory to allocate N bytes`, since CuPy 7
     // `Out of memory allocating 25,600,000 bytes`).
     let tried_plain = regex!(
-        r"(?i)(?:you tried to allocate|trying to allocate|out of memory to allocate|Out of memory allocating) (?P<v>\d[\d,]*) bytes"
+        r"(?i)(?:you tried to allocate|trying to allocate|out of memory to allocate|Out of memory allocating|while trying to allocate) (?P<v>\d[\d,]*) bytes"
     );
     let gpu = regex!(r"\(?GPU (?P<g>\d+)[;:)]|GPU (?P<h>\d+) has a total capac");
     let total = regex!(
@@ -274,6 +274,20 @@ mod tests {
             oom("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB").memory,
             Some(MemoryKind::Gpu)
         );
+    }
+
+    #[test]
+    fn xla_resource_exhausted_in_both_spellings_is_a_gpu_report() {
+        let o = oom(
+            "Execution of replica 0 failed: Resource exhausted: Out of memory while trying to allocate 5520758552 bytes.",
+        );
+        assert_eq!(
+            (o.memory, o.tried_bytes),
+            (Some(MemoryKind::Gpu), Some(5_520_758_552))
+        );
+        // A terminal wrapped the line after `Out`.
+        let o = oom("Execution of replica 0 failed: Resource exhausted: Out ");
+        assert_eq!(o.memory, Some(MemoryKind::Gpu));
     }
 
     #[test]
