@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Confidence, Diagnosis};
+use crate::model::{Confidence, Diagnosis, Role};
 
 /// The label of cases without a GPU root cause.
 pub const NONE: &str = "none";
@@ -119,13 +119,16 @@ pub fn judge(case: &Case, diagnosis: &Diagnosis) -> Prediction {
         }
     }
     let primary = diagnosis.primary();
+    // What a log of another failure must not get is a claimed GPU cause: a root cause or a
+    // symptom. Context alone is no diagnosis (the CLI exits 1 for it).
+    let claimed = diagnosis.findings.iter().find(|f| f.role != Role::Context);
     let confidence = primary.map(|f| f.confidence);
     let (top1, top3, confident_wrong) = if case.label == NONE {
-        let right = match primary {
+        let right = match claimed {
             None => true,
             Some(f) => f.confidence == Confidence::Low || case.accepts(&f.class),
         };
-        let wrong = primary.is_some_and(|f| f.confidence == Confidence::High && !case.accepts(&f.class));
+        let wrong = claimed.is_some_and(|f| f.confidence == Confidence::High && !case.accepts(&f.class));
         (right, right, wrong)
     } else {
         let top1 = classes.first().is_some_and(|c| case.accepts(c));
@@ -281,6 +284,16 @@ mod tests {
             &diagnosis(&[("cuda.not_available", Confidence::High)]),
         );
         assert!(p.top1 && !p.confident_wrong);
+    }
+
+    #[test]
+    fn for_none_a_context_finding_is_no_claimed_cause() {
+        let mut d = diagnosis(&[("cudnn.status", Confidence::High)]);
+        d.findings[0].role = Role::Context;
+        let p = judge(&case(NONE, &[]), &d);
+        assert!(p.top1 && !p.confident_wrong);
+        // For a labelled case the context finding still shows the class first.
+        assert!(judge(&case("cudnn.status", &[]), &d).top1);
     }
 
     #[test]

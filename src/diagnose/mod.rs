@@ -14,7 +14,7 @@ pub use rank::class_matches;
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use crate::model::{Cause, DIAGNOSIS_FORMAT_VERSION, Diagnosis, EventKind, Finding, Fix};
+use crate::model::{Cause, DIAGNOSIS_FORMAT_VERSION, Diagnosis, EventKind, Finding, Fix, Role};
 use crate::parse::{Parsed, Parser};
 use crate::rules::matcher::{Match, Matcher};
 use crate::rules::{Rule, RuleSet};
@@ -80,9 +80,22 @@ pub fn analyze_str(rules: &RuleSet, text: &str) -> Diagnosis {
 
 fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis {
     let environment = environment(parsed);
+    let unexplained = unexplained_final_error(parsed, &matches);
     let findings = matches
         .into_iter()
-        .map(|m| finding(&rules.rules()[m.rule], m, &environment))
+        .map(|m| {
+            let demote = m.only_warnings
+                && unexplained
+                    .as_ref()
+                    .is_some_and(|(line, _)| m.evidence.iter().all(|e| e.line < *line));
+            let mut f = finding(&rules.rules()[m.rule], m, &environment);
+            if let (true, Some((line, text))) = (demote, &unexplained) {
+                f.role = Role::Context;
+                f.confidence_reasons
+                    .push(format!("a warning before another failure (line {line}: {text})"));
+            }
+            f
+        })
         .collect();
     let no_yields: &[String] = &[];
     let findings = rank::rank(findings, |id| rules.rule(id).map_or(no_yields, |r| &r.yields_to));
@@ -98,6 +111,24 @@ fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis 
         environment,
         warnings: parsed.warnings.clone(),
     }
+}
+
+/// The exception the log's last traceback ends with, when no rule explains it (none has it as
+/// evidence): a finding seen only in warnings before it did not cause it, so it is only context.
+fn unexplained_final_error(parsed: &Parsed, matches: &[Match]) -> Option<(u64, String)> {
+    let last = parsed.events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::Traceback(t) => t.final_exception(),
+        _ => None,
+    })?;
+    let explained = matches
+        .iter()
+        .any(|m| !m.only_warnings && m.evidence.iter().any(|e| e.line >= last.line));
+    (!explained).then(|| {
+        (
+            last.line,
+            crate::model::clipped_text(&last.line_text()).into_owned(),
+        )
+    })
 }
 
 /// Versions and GPU names printed in the log, each kind in order of appearance.

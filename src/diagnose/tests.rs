@@ -114,6 +114,29 @@ Traceback (most recent call last):
 KeyError: 'classes'
 ",
     );
-    let primary = d.primary().map(|f| (f.class.as_str(), f.confidence));
-    assert_eq!(primary, Some(("cuda.driver_too_old", Confidence::Medium)));
+    let primary = d.primary().map(|f| (f.class.as_str(), f.confidence, f.role));
+    assert_eq!(
+        primary,
+        Some(("cuda.driver_too_old", Confidence::Medium, Role::Context)),
+        "a warning before another failure is context"
+    );
+    assert!(!d.is_diagnosed());
+}
+
+#[test]
+fn a_warning_stays_a_cause_when_the_failure_after_it_is_one_the_rules_know() {
+    let d = analyze_str(
+        &rules(),
+        "UserWarning: Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED (Triggered internally at ../aten/src/ATen/native/cudnn/Conv_v8.cpp:919.)
+Traceback (most recent call last):
+  File \"train.py\", line 10, in <module>
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 7.79 GiB of which 1.02 GiB is free.
+",
+    );
+    assert_eq!(d.primary().map(|f| f.class.as_str()), Some("cuda.oom"));
+    let cudnn = d.findings.iter().find(|f| f.class == "cudnn.status");
+    assert!(
+        cudnn.is_none_or(|f| f.role != Role::Context),
+        "only a warning before an unexplained failure is demoted: {cudnn:?}"
+    );
 }

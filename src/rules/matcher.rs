@@ -106,6 +106,8 @@ pub struct Match {
     pub confidence: Confidence,
     /// Why.
     pub reasons: Vec<String>,
+    /// Every evidence line is a warning (a logged warning, `UserWarning:`, a recovered error).
+    pub only_warnings: bool,
 }
 
 /// Streams lines, then evaluates the rules.
@@ -231,6 +233,7 @@ impl<'r> Matcher<'r> {
             captures,
             confidence,
             reasons,
+            only_warnings,
         })
     }
 
