@@ -323,8 +323,20 @@ fn nccl_watchdog(out: &mut Collector, line: &Line<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::{CublasError, EventKind, NcclEvent, NcclKind};
+    use crate::model::{CublasError, EventKind, NcclKind};
     use crate::parse::parse_str;
+
+    /// The kinds of the NCCL events found in `log`, in order.
+    fn nccl_kinds(log: &str) -> Vec<NcclKind> {
+        parse_str(log)
+            .events
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Nccl(n) => Some(n.kind),
+                _ => None,
+            })
+            .collect()
+    }
 
     fn cublas(log: &str) -> CublasError {
         parse_str(log)
@@ -525,16 +537,9 @@ mod tests {
 
     #[test]
     fn old_nccl_warnings_and_failures_without_the_library_name_are_nccl_events() {
-        let kinds: Vec<_> = parse_str(
+        let kinds = nccl_kinds(
             "*server name* [0] include/socket.h:185 WARN Call to connect failed : Connection refused\nNCCL failure *MyProgram*.cu:110 'unhandled system error'\n",
-        )
-        .events
-        .into_iter()
-        .filter_map(|e| match e.kind {
-            EventKind::Nccl(n) => Some(n.kind),
-            _ => None,
-        })
-        .collect();
+        );
         assert_eq!(
             kinds,
             vec![
@@ -548,15 +553,7 @@ mod tests {
 
     #[test]
     fn a_cuda_failure_warned_by_nccl_is_an_unhandled_cuda_error() {
-        let kinds: Vec<_> =
-            parse_str("transport/p2p.cc:275 NCCL WARN Cuda failure 101 'invalid device ordinal'\n")
-                .events
-                .into_iter()
-                .filter_map(|e| match e.kind {
-                    EventKind::Nccl(n) => Some(n.kind),
-                    _ => None,
-                })
-                .collect();
+        let kinds = nccl_kinds("transport/p2p.cc:275 NCCL WARN Cuda failure 101 'invalid device ordinal'\n");
         assert_eq!(
             kinds,
             vec![
@@ -574,34 +571,16 @@ mod tests {
             "UnknownError (see above for traceback): ncclCommInitRank failed: unhandled cuda error",
             "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:275: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled cuda error",
         ] {
-            let codes: Vec<_> = parse_str(text)
-                .events
-                .iter()
-                .filter_map(|e| match &e.kind {
-                    EventKind::Nccl(NcclEvent {
-                        kind: NcclKind::Error { code },
-                        ..
-                    }) => Some(code.clone()),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(codes, vec!["ncclUnhandledCudaError".to_owned()], "{text}");
+            let code = "ncclUnhandledCudaError".to_owned();
+            assert_eq!(nccl_kinds(text), vec![NcclKind::Error { code }], "{text}");
         }
     }
 
     #[test]
     fn nccl_errors_get_their_result_name() {
-        let events = parse_str(
+        let kinds = nccl_kinds(
             "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled cuda error, NCCL version 2.14.3\nncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\nnode1:1234:5678 [0] NCCL WARN Cuda failure 'out of memory'\n",
-        )
-        .events;
-        let kinds: Vec<_> = events
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::Nccl(n) => Some(n.kind.clone()),
-                _ => None,
-            })
-            .collect();
+        );
         assert_eq!(
             kinds,
             vec![
