@@ -35,30 +35,14 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
     },
 ];
 
-/// Legacy THC `cublas runtime error : <message>` texts and the statuses they stand for.
-const LEGACY_CUBLAS: &[(&str, &str)] = &[
-    ("library not initialized", "NOT_INITIALIZED"),
-    ("resource allocation failed", "ALLOC_FAILED"),
-    (
-        "an invalid numeric value was used as an argument",
-        "INVALID_VALUE",
-    ),
-    (
-        "an absent device architectural feature is required",
-        "ARCH_MISMATCH",
-    ),
-    ("an access to GPU memory space failed", "MAPPING_ERROR"),
-    ("the GPU program failed to execute", "EXECUTION_FAILED"),
-    ("an internal operation failed", "INTERNAL_ERROR"),
-    ("the requested functionality is not supported", "NOT_SUPPORTED"),
-    ("unknown error", "UNKNOWN"),
-];
-
-/// cuBLAS's own status texts (`cublasGetStatusString`), as other programs print them after their
-/// `CUDA error: `.
+/// cuBLAS's status texts and the statuses they stand for: `cublasGetStatusString`'s, as other
+/// programs print them after their `CUDA error: `, and THC's shorter ones after `cublas runtime
+/// error : ` (whose `unknown error` is any other status).
 const CUBLAS_STATUS_TEXTS: &[(&str, &str)] = &[
     ("the library was not initialized", "NOT_INITIALIZED"),
+    ("library not initialized", "NOT_INITIALIZED"),
     ("the resource allocation failed", "ALLOC_FAILED"),
+    ("resource allocation failed", "ALLOC_FAILED"),
     (
         "an invalid numeric value was used as an argument",
         "INVALID_VALUE",
@@ -105,11 +89,7 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
     } else if let Some(c) =
         regex!(r"(?i:cublas) runtime error ?: (?P<msg>.+?)(?: at \S+:\d+)?$").captures(text)
     {
-        let msg = c["msg"].to_owned();
-        match LEGACY_CUBLAS.iter().find(|(m, _)| msg.starts_with(m)) {
-            Some((_, status)) => (*status).to_owned(),
-            None => "UNKNOWN".to_owned(),
-        }
+        cublas_status_text(&c["msg"]).unwrap_or("UNKNOWN").to_owned()
     } else if let Some(c) = regex!(
         r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)|(?i:cublas) error (?P<p>\d+) at "
     )
