@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in \w+: \d+ \(|cuda failed with error \d+ ",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in \w+: \d+ \(|cuda failed with error \d+ |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error ",
         handle: numbered_error,
     },
     Extractor {
@@ -394,6 +394,14 @@ fn short_function(signature: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The runtime's message for an error code printed alone (`CUDA error 700` when it is unknown).
+fn message_of_code(code: &str) -> String {
+    KNOWN
+        .iter()
+        .find(|k| code.parse() == Ok(k.3))
+        .map_or_else(|| format!("CUDA error {code}"), |k| k.0.to_owned())
+}
+
 fn cuda_error(message: &str, api: CudaApi, code: Option<u32>, name: Option<String>) -> EventKind {
     let known = known_by_message(message);
     EventKind::CudaError(CudaError {
@@ -446,13 +454,16 @@ fn numbered_error(out: &mut Collector, line: &Line<'_>) {
             // Caffe's CHECK: the code, then (usually) the message.
             let code = c["n"].parse().ok();
             let message = match c["m"].trim() {
-                "" => KNOWN
-                    .iter()
-                    .find(|k| Some(k.3) == code)
-                    .map_or_else(|| format!("CUDA error {}", &c["n"]), |k| k.0.to_owned()),
+                "" => message_of_code(&c["n"]),
                 m => m.to_owned(),
             };
             (code, message, CudaApi::Runtime)
+        } else if let Some(c) = regex!(r"Cuda error: (?P<n>\d+)\[").captures(text) {
+            // nvdiffrast: the code, then the call: `Cuda error: 2[cudaMalloc(&m_gpuPtr, bytes);]`
+            (c["n"].parse().ok(), message_of_code(&c["n"]), CudaApi::Runtime)
+        } else if let Some(c) = regex!(r"\bcuda[A-Z]\w*\(.*\) failed with error (?P<m>.+)$").captures(text) {
+            // tiny-cuda-nn: `cudaStreamCreate(&m_stream) failed with error unknown error`
+            (None, c["m"].to_owned(), CudaApi::Runtime)
         } else if let Some(c) = regex!(r"CUDA Error: (?P<m>.+)$").captures(text) {
             // darknet
             (None, c["m"].to_owned(), CudaApi::Runtime)
@@ -895,6 +906,23 @@ mod tests {
             r"[ONNXRuntimeError] : 1 : FAIL : D:\a\_work\1\s\onnxruntime\core\providers\cuda\cuda_call.cc:114 onnxruntime::CudaCall CUDA failure 2: out of memory ; GPU=0 ; hostname=PC ; file=cuda_stream_handle.cc ; line=175 ; expr=cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);",
         );
         assert_eq!(errors, vec![(Some(2), "out of memory".to_owned())]);
+    }
+
+    #[test]
+    fn nvdiffrast_codes_and_tiny_cuda_nn_calls_are_cuda_errors() {
+        assert_eq!(
+            codes_and_messages("RuntimeError: Cuda error: 700[cudaLaunchKernel((void*)fineRasterKernel,"),
+            vec![(Some(700), "illegal memory access".to_owned())]
+        );
+        assert_eq!(
+            codes_and_messages("RuntimeError: Cuda error: 2[cudaMalloc(&m_gpuPtr, bytes);]"),
+            vec![(Some(2), "out of memory".to_owned())]
+        );
+        let e = cuda_errors(
+            "/tiny-cuda-nn/include/tiny-cuda-nn/multi_stream.h:44 cudaStreamCreate(&m_stream) failed with error unknown error",
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].name.as_deref(), Some("cudaErrorUnknown"));
     }
 
     #[test]
