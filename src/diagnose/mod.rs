@@ -84,12 +84,12 @@ fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis 
     let findings = matches
         .into_iter()
         .map(|m| {
-            let demote = m.only_warnings
-                && unexplained
-                    .as_ref()
-                    .is_some_and(|(line, _)| m.evidence.iter().all(|e| e.line < *line));
+            // Seen only in warnings, all before a failure no rule explains: context.
+            let before = unexplained
+                .as_ref()
+                .filter(|(line, _)| m.only_warnings && m.evidence.iter().all(|e| e.line < *line));
             let mut f = finding(&rules.rules()[m.rule], m, &environment);
-            if let (true, Some((line, text))) = (demote, &unexplained) {
+            if let Some((line, text)) = before {
                 f.role = Role::Context;
                 f.confidence_reasons
                     .push(format!("a warning before another failure (line {line}: {text})"));
