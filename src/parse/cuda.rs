@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in \w+: \d+ \(|cuda failed with error \d+ |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error ",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in \w+: \d+ \(|cuda failed with error \d+ |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: ",
         handle: numbered_error,
     },
     Extractor {
@@ -463,6 +463,11 @@ fn numbered_error(out: &mut Collector, line: &Line<'_>) {
             (c["n"].parse().ok(), message_of_code(&c["n"]), CudaApi::Runtime)
         } else if let Some(c) = regex!(r"\bcuda[A-Z]\w*\(.*\) failed with error (?P<m>.+)$").captures(text) {
             // tiny-cuda-nn: `cudaStreamCreate(&m_stream) failed with error unknown error`
+            (None, c["m"].to_owned(), CudaApi::Runtime)
+        } else if let Some(c) =
+            regex!(r"GPUassert: (?P<m>.+?)\s+\S+\.(?:cuh?|cc|cpp|h)[: ]\d+\s*$").captures(text)
+        {
+            // the widespread `gpuErrchk` macro: `GPUassert: <message> <file> <line>`
             (None, c["m"].to_owned(), CudaApi::Runtime)
         } else if let Some(c) = regex!(r"CUDA Error: (?P<m>.+)$").captures(text) {
             // darknet
@@ -923,6 +928,18 @@ mod tests {
         );
         assert_eq!(e.len(), 1, "{e:?}");
         assert_eq!(e[0].name.as_deref(), Some("cudaErrorUnknown"));
+    }
+
+    #[test]
+    fn the_gpu_errchk_macro_reports_the_runtime_message() {
+        let e = cuda_errors("ERROR! GPUassert: no CUDA-capable device is detected gCPPProcess.cu:354");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].message, "no CUDA-capable device is detected");
+        assert_eq!(e[0].name.as_deref(), Some("cudaErrorNoDevice"));
+        assert_eq!(
+            codes_and_messages("GPUassert: out of memory kernel.cu 88").len(),
+            1
+        );
     }
 
     #[test]

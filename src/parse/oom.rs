@@ -9,7 +9,7 @@ const FIGURE_WINDOW: u64 = 4;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes",
+        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes|memory allocation failed with OOM on device \d+",
         handle: report,
     },
     Extractor {
@@ -72,6 +72,8 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
     let tried_plain = regex!(
         r"(?i)(?:you tried to allocate|trying to allocate|out of memory to allocate|Out of memory allocating|while trying to allocate) (?P<v>\d[\d,]*) bytes"
     );
+    // the caching allocator's warning: `… while trying to allocate N bytes (free: F, total: T)`
+    let free_total = regex!(r"\(free: (?P<f>\d+), total: (?P<t>\d+)\)");
     let gpu = regex!(r"\(?GPU (?P<g>\d+)[;:)]|GPU (?P<h>\d+) has a total capac");
     let total = regex!(
         r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) total capacity|total capac(?:i)?ty of (?P<w>[\d.]+ ?(?:[KMGTP]i?B|bytes))"
@@ -107,6 +109,10 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
                 .and_then(|m| m.as_str().parse().ok())
         })
     });
+    if let Some(c) = free_total.captures(text) {
+        oom.free_bytes = oom.free_bytes.or_else(|| c["f"].parse().ok());
+        oom.total_bytes = oom.total_bytes.or_else(|| c["t"].parse().ok());
+    }
     oom.total_bytes = oom.total_bytes.or_else(|| either(total));
     oom.allocated_bytes = oom.allocated_bytes.or_else(|| either(allocated));
     oom.free_bytes = oom.free_bytes.or_else(|| either(free));
@@ -273,6 +279,18 @@ mod tests {
         assert_eq!(
             oom("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB").memory,
             Some(MemoryKind::Gpu)
+        );
+    }
+
+    #[test]
+    fn the_caching_allocators_oom_warning_is_a_report_with_its_figures() {
+        let o = oom(
+            "[rank3]:[W804 15:02:21.946490582 CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 3 while trying to allocate 26229080064 bytes (free: 16487546880, total: 191503007744).",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Gpu));
+        assert_eq!(
+            (o.tried_bytes, o.free_bytes, o.total_bytes),
+            (Some(26_229_080_064), Some(16_487_546_880), Some(191_503_007_744))
         );
     }
 
