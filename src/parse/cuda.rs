@@ -1,6 +1,10 @@
 //! CUDA device assertions and CUDA runtime / driver errors.
 
-use super::{Collector, Extractor};
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::{Collector, Extractor, compile_table};
 use crate::model::{CudaApi, CudaAssert, CudaError, EventKind};
 use crate::normalize::Line;
 
@@ -438,58 +442,73 @@ fn triton_error(out: &mut Collector, line: &Line<'_>) {
     out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Runtime, None, None));
 }
 
+/// The wordings of a CUDA error with its code (group `n`) and / or its message (group `m`), in the
+/// order they are tried; a code printed without its message gets the runtime's message for it.
+const NUMBERED: &[(&str, CudaApi)] = &[
+    (
+        r"THCudaCheck FAIL .*error=(?P<n>\d+) : (?P<m>.+)$",
+        CudaApi::Legacy,
+    ),
+    (r"CUDA error \(?(?P<n>\d+)\)?: (?P<m>.+)$", CudaApi::Runtime),
+    (r"HIP error: (?P<m>.+)$", CudaApi::Runtime),
+    // Caffe's CHECK: the code, then (usually) the message
+    (
+        r"== cudaSuccess \((?P<n>\d+) vs\. 0\)\s*(?P<m>.*)$",
+        CudaApi::Runtime,
+    ),
+    // nvdiffrast: the code, then the call: `Cuda error: 2[cudaMalloc(&m_gpuPtr, bytes);]`
+    (r"Cuda error: (?P<n>\d+)\[", CudaApi::Runtime),
+    // tiny-cuda-nn: `cudaStreamCreate(&m_stream) failed with error unknown error`
+    (
+        r"\bcuda[A-Z]\w*\(.*\) failed with error (?P<m>.+)$",
+        CudaApi::Runtime,
+    ),
+    // the widespread `gpuErrchk` macro: `GPUassert: <message> <file> <line>`
+    (
+        r"GPUassert: (?P<m>.+?)\s+\S+\.(?:cuh?|cc|cpp|h)[: ]\d+\s*$",
+        CudaApi::Runtime,
+    ),
+    // darknet
+    (r"CUDA Error: (?P<m>.+)$", CudaApi::Runtime),
+    // ONNX Runtime, CNTK: `CUDA failure 2: out of memory ; GPU=0 ; hostname=… ; expr=…`
+    (r"CUDA failure (?P<n>\d+): (?P<m>[^;]+)", CudaApi::Runtime),
+    // TensorRT: `Cuda Error in allocate: 2 (out of memory)`
+    (
+        r"Cuda Error in \w+: (?P<n>\d+) \((?P<m>[^)]+)\)",
+        CudaApi::Runtime,
+    ),
+    // spconv / cumm: `cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 …`
+    (
+        r"cuda failed with error (?P<n>\d+) (?P<m>.+?)\.?(?: use CUDA_LAUNCH_BLOCKING.*)?$",
+        CudaApi::Runtime,
+    ),
+];
+
+static NUMBERED_REGEXES: LazyLock<Vec<(Regex, CudaApi)>> = LazyLock::new(|| compile_table(NUMBERED));
+
 /// `THCudaCheck FAIL file=… line=… error=59 : device-side assert triggered`,
 /// `CUDA error 59: …`, `CUDA error (3): initialization error`, `HIP error: …`, and the wordings of
-/// other runtimes (ONNX Runtime, TensorRT, spconv).
+/// other runtimes and libraries ([`NUMBERED`]).
 fn numbered_error(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
-    let (code, message, api): (Option<u32>, String, CudaApi) =
-        if let Some(c) = regex!(r"THCudaCheck FAIL .*error=(?P<n>\d+) : (?P<m>.+)$").captures(text) {
-            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Legacy)
-        } else if let Some(c) = regex!(r"CUDA error \(?(?P<n>\d+)\)?: (?P<m>.+)$").captures(text) {
-            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Runtime)
-        } else if let Some(c) = regex!(r"HIP error: (?P<m>.+)$").captures(text) {
-            (None, c["m"].to_owned(), CudaApi::Runtime)
-        } else if let Some(c) = regex!(r"== cudaSuccess \((?P<n>\d+) vs\. 0\)\s*(?P<m>.*)$").captures(text) {
-            // Caffe's CHECK: the code, then (usually) the message.
-            let code = c["n"].parse().ok();
-            let message = match c["m"].trim() {
-                "" => message_of_code(&c["n"]),
-                m => m.to_owned(),
-            };
-            (code, message, CudaApi::Runtime)
-        } else if let Some(c) = regex!(r"Cuda error: (?P<n>\d+)\[").captures(text) {
-            // nvdiffrast: the code, then the call: `Cuda error: 2[cudaMalloc(&m_gpuPtr, bytes);]`
-            (c["n"].parse().ok(), message_of_code(&c["n"]), CudaApi::Runtime)
-        } else if let Some(c) = regex!(r"\bcuda[A-Z]\w*\(.*\) failed with error (?P<m>.+)$").captures(text) {
-            // tiny-cuda-nn: `cudaStreamCreate(&m_stream) failed with error unknown error`
-            (None, c["m"].to_owned(), CudaApi::Runtime)
-        } else if let Some(c) =
-            regex!(r"GPUassert: (?P<m>.+?)\s+\S+\.(?:cuh?|cc|cpp|h)[: ]\d+\s*$").captures(text)
-        {
-            // the widespread `gpuErrchk` macro: `GPUassert: <message> <file> <line>`
-            (None, c["m"].to_owned(), CudaApi::Runtime)
-        } else if let Some(c) = regex!(r"CUDA Error: (?P<m>.+)$").captures(text) {
-            // darknet
-            (None, c["m"].to_owned(), CudaApi::Runtime)
-        } else if let Some(c) = regex!(r"CUDA failure (?P<n>\d+): (?P<m>[^;]+)").captures(text) {
-            // ONNX Runtime, CNTK: `CUDA failure 2: out of memory ; GPU=0 ; hostname=… ; expr=…`
-            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Runtime)
-        } else if let Some(c) = regex!(r"Cuda Error in \w+: (?P<n>\d+) \((?P<m>[^)]+)\)").captures(text) {
-            // TensorRT: `Cuda Error in allocate: 2 (out of memory)`
-            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Runtime)
-        } else if let Some(c) =
-            regex!(r"cuda failed with error (?P<n>\d+) (?P<m>.+?)\.?(?: use CUDA_LAUNCH_BLOCKING.*)?$")
-                .captures(text)
-        {
-            // spconv / cumm: `cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 …`
-            (c["n"].parse().ok(), c["m"].to_owned(), CudaApi::Runtime)
-        } else {
-            return;
-        };
-    let message = message.trim().trim_end_matches('.');
+    let Some((c, api)) = NUMBERED_REGEXES
+        .iter()
+        .find_map(|(re, api)| re.captures(text).map(|c| (c, *api)))
+    else {
+        return;
+    };
+    let code = c.name("n").map(|n| n.as_str());
+    let message = match (c.name("m").map(|m| m.as_str().trim()), code) {
+        (Some(m), _) if !m.is_empty() => m.to_owned(),
+        (_, Some(n)) => message_of_code(n),
+        _ => return,
+    };
+    let message = message.trim_end_matches('.');
     if !message.is_empty() {
-        out.emit(line, cuda_error(message, api, code, None));
+        out.emit(
+            line,
+            cuda_error(message, api, code.and_then(|n| n.parse().ok()), None),
+        );
     }
 }
 

@@ -213,22 +213,22 @@ fn devices(out: &mut Collector, line: &Line<'_>) {
     {
         // torch.cat / stack
         pair(&c["a"], &c["b"])
-    } else if let Some(c) = regex!(
-        // torch 1.x: `expected device cpu and dtype Float but got device cuda:0 and dtype Float`;
+    } else if let Some(c) = [
+        // torch 1.x: `expected device cpu and dtype Float but got device cuda:0 and dtype Float`
+        regex!(r"expected device (?P<a>[\w:]+) and dtype (?P<e>\w+) but got device (?P<b>[\w:]+) and dtype (?P<f>\w+)"),
         // later: `expected TensorOptions(dtype=float, device=cpu, …) (got TensorOptions(dtype=float, device=cuda:0, …))`
-        r"expected device (?P<a>[\w:]+) and dtype (?P<e>\w+) but got device (?P<b>[\w:]+) and dtype (?P<f>\w+)|expected TensorOptions\(dtype=(?P<e2>[\w:]+), device=(?P<a2>[\w:]+),.*?\(got TensorOptions\(dtype=(?P<f2>[\w:]+), device=(?P<b2>[\w:]+),"
-    )
-    .captures(text)
+        regex!(r"expected TensorOptions\(dtype=(?P<e>[\w:]+), device=(?P<a>[\w:]+),.*?\(got TensorOptions\(dtype=(?P<f>[\w:]+), device=(?P<b>[\w:]+),"),
+    ]
+    .into_iter()
+    .find_map(|re| re.captures(text))
     {
-        // Both are named: the pair that differs is the mismatch.
-        let get = |x: &str, y: &str| c.name(x).or_else(|| c.name(y)).map_or("", |m| m.as_str());
-        let (a, b, e, f) = (get("a", "a2"), get("b", "b2"), get("e", "e2"), get("f", "f2"));
-        if a != b {
-            pair(a, b)
-        } else if e != f {
+        // Both devices and dtypes are named: the pair that differs is the mismatch.
+        if c["a"] != c["b"] {
+            pair(&c["a"], &c["b"])
+        } else if c["e"] != c["f"] {
             Fact::Dtypes {
-                expected: e.to_owned(),
-                found: f.to_owned(),
+                expected: c["e"].to_owned(),
+                found: c["f"].to_owned(),
             }
         } else {
             return;
