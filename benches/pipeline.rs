@@ -1,6 +1,8 @@
 //! Throughput of the core on a long noisy CI log (100 MB by default, or `FAULTLINE_BENCH_MB` MB):
 //! parsing alone and the whole analysis with the embedded rule base; latency on a single ~4 KB
-//! CUDA traceback (and what storing it adds); compilation of the embedded rule base and of 1,000 rules.
+//! CUDA traceback (and what storing it adds); a pass over the 1,429 real logs of the held-out corpus,
+//! one after another, as a service meets them; compilation of the embedded rule base and of 1,000
+//! rules.
 //!
 //! `cargo bench --bench pipeline`; `FAULTLINE_BENCH_MB=10 cargo bench --bench pipeline` for a quick run.
 
@@ -87,6 +89,38 @@ fn small_log(c: &mut Criterion) {
     group.finish();
 }
 
+/// The real logs of the held-out corpus (JSON Lines with a `log` field).
+fn held_out_logs() -> Vec<String> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/corpus/held_out.jsonl"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|case| case.get("log")?.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Many different small logs in turn: unlike one log analyzed again and again, each one takes the
+/// automata through states the one before did not need.
+fn real_logs(c: &mut Criterion) {
+    let logs = held_out_logs();
+    let rules = rules();
+    let mut group = c.benchmark_group("held_out_corpus");
+    group.throughput(Throughput::Elements(logs.len() as u64));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function(format!("analyze_each_of_{}", logs.len()), |b| {
+        b.iter(|| {
+            for log in &logs {
+                black_box(faultline::diagnose::analyze_str(&rules, black_box(log)));
+            }
+        })
+    });
+    group.finish();
+}
+
 fn compile_rules(c: &mut Criterion) {
     let taxonomy = RuleFile {
         relative: "taxonomy.toml".into(),
@@ -107,5 +141,5 @@ fn compile_rules(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, compile_rules, small_log, long_log);
+criterion_group!(benches, compile_rules, small_log, real_logs, long_log);
 criterion_main!(benches);
