@@ -1,5 +1,5 @@
-//! Snapshot storage: tensor snapshot files, content-addressed (the key is the SHA-256 of the file),
-//! through the `object_store` crate.
+//! Snapshot storage: tensor snapshot files through the `object_store` crate, each upload under its
+//! own key (see [`new_key`]).
 //!
 //! By default a folder beside the SQLite file (`<db dir>/snapshots/`); `s3://bucket/prefix` for
 //! S3-compatible storage shared by several machines, configured by the usual `AWS_*` environment
@@ -30,9 +30,13 @@ pub enum ObjectError {
     /// No file under this key (never stored, or deleted by retention).
     #[error("snapshot {0} is no longer stored")]
     NotFound(String),
-    /// A key that is not a SHA-256 hex digest.
+    /// A key that [`new_key`] did not make (nor a SHA-256 hex digest: the keys of files stored
+    /// before uploads had keys of their own).
     #[error("{0:?} is not a snapshot key")]
     BadKey(String),
+    /// The system gave no random bytes for a key.
+    #[error("no randomness for a snapshot key: {0}")]
+    NoRandomness(String),
     /// This server keeps no snapshot storage.
     #[error("this server has no snapshot storage")]
     Disabled,
@@ -160,11 +164,7 @@ impl SnapshotStore {
     }
 
     fn path(&self, key: &str) -> Result<ObjectPath> {
-        if key.len() != 64
-            || !key
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
+        if !is_key(key) {
             return Err(ObjectError::BadKey(key.to_owned()));
         }
         let name = format!("{}/{key}", &key[..2]);
@@ -178,8 +178,7 @@ impl SnapshotStore {
         self.inner.as_ref().ok_or(ObjectError::Disabled)
     }
 
-    /// Writes `data` under `key` (its SHA-256 hex, see [`crate::kb::codec::sha256_hex`]); the
-    /// same file twice is the same object. Returns once the store has it.
+    /// Writes `data` under `key` (from [`new_key`]). Returns once the store has it.
     pub async fn put(&self, key: &str, data: Bytes) -> Result<()> {
         let path = self.path(key)?;
         self.store()?.put(&path, PutPayload::from(data)).await?;
@@ -200,6 +199,34 @@ impl SnapshotStore {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// A key for a new upload of the file whose SHA-256 hex is `sha256`: `<sha256>.<16 random hex
+/// digits>`. The same bytes uploaded twice get two keys, so that deleting the file of one upload
+/// (retention) never takes the file of another; the hash in front keeps the files findable.
+pub fn new_key(sha256: &str) -> Result<String> {
+    let mut token = [0u8; 8];
+    getrandom::fill(&mut token).map_err(|e| ObjectError::NoRandomness(e.to_string()))?;
+    let key = format!("{sha256}.{}", crate::kb::codec::hex(&token));
+    if is_key(&key) {
+        Ok(key)
+    } else {
+        Err(ObjectError::BadKey(key))
+    }
+}
+
+/// `<64 lower-case hex>` (a file stored before uploads had keys of their own) or
+/// `<64 lower-case hex>.<16 lower-case hex>`: nothing that could climb out of the store's folder.
+fn is_key(key: &str) -> bool {
+    let is_hex = |s: &str, len: usize| {
+        s.len() == len
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    match key.split_once('.') {
+        Some((hash, token)) => is_hex(hash, 64) && is_hex(token, 16),
+        None => is_hex(key, 64),
     }
 }
 
@@ -248,17 +275,36 @@ mod tests {
     }
 
     #[test]
-    fn only_sha256_keys_are_paths() {
+    fn only_upload_keys_and_bare_hashes_are_paths() {
         let store = SnapshotStore::disabled();
-        assert!(matches!(
-            store.path("../../etc/passwd"),
-            Err(ObjectError::BadKey(_))
-        ));
-        let key = crate::kb::codec::sha256_hex(b"x");
-        assert_eq!(
-            store.path(&key).map(|p| p.to_string()).ok(),
-            Some(format!("{}/{key}", &key[..2]))
-        );
+        let hash = crate::kb::codec::sha256_hex(b"x");
+        for bad in [
+            "../../etc/passwd".to_owned(),
+            format!("{hash}."),
+            format!("{hash}./../x"),
+            format!("{hash}.ABCDEF0123456789"),
+            hash[..63].to_owned(),
+        ] {
+            assert!(matches!(store.path(&bad), Err(ObjectError::BadKey(_))), "{bad}");
+        }
+        let key = new_key(&hash).unwrap_or_else(|e| panic!("{e}"));
+        for key in [&hash, &key] {
+            assert_eq!(
+                store.path(key).map(|p| p.to_string()).ok(),
+                Some(format!("{}/{key}", &hash[..2]))
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_bytes_uploaded_twice_get_two_keys_that_start_with_their_hash() {
+        let hash = crate::kb::codec::sha256_hex(b"tensors");
+        let (a, b) = (new_key(&hash), new_key(&hash));
+        let (Ok(a), Ok(b)) = (a, b) else {
+            panic!("keys");
+        };
+        assert_ne!(a, b);
+        assert!(a.starts_with(&format!("{hash}.")) && b.starts_with(&format!("{hash}.")));
     }
 
     #[test]
@@ -278,11 +324,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_local_folder_keeps_files_by_their_hash() {
+    async fn a_local_folder_keeps_files_by_their_key() {
         let dir = std::env::temp_dir().join(format!("faultline-objects-{}", std::process::id()));
         let store = SnapshotStore::local(&dir).unwrap_or_else(|e| panic!("{e}"));
         let data = Bytes::from_static(b"tensors");
-        let key = crate::kb::codec::sha256_hex(&data);
+        let key = new_key(&crate::kb::codec::sha256_hex(&data)).unwrap_or_else(|e| panic!("{e}"));
         store
             .put(&key, data.clone())
             .await

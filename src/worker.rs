@@ -245,7 +245,7 @@ impl Worker {
                 record.id
             ));
         }
-        let data = self.objects.get(&record.sha256).await.map_err(|e| match e {
+        let data = self.objects.get(&record.object_key).await.map_err(|e| match e {
             ObjectError::NotFound(_) => format!(
                 "the file of snapshot {} is missing from {}",
                 record.id,

@@ -16,7 +16,7 @@ use faultline::kb::codec::sha256_hex;
 use faultline::kb::replay::{JobState, NewSnapshot};
 use faultline::kb::{Store, now_ms};
 use faultline::model::{EvidenceTier, Verdict};
-use faultline::objects::{ObjectError, SnapshotStore};
+use faultline::objects::{ObjectError, SnapshotStore, new_key};
 use faultline::replay::snapshot::Format;
 use faultline::replay::{BackendChoice, CheckResult, DType, Limits, Snapshot};
 use faultline::worker::{Outcome, Worker, WorkerOptions};
@@ -56,10 +56,13 @@ fn in_memory_summary() -> faultline::replay::snapshot::SnapshotSummary {
     .summary()
 }
 
+/// A snapshot row whose file is under its hash alone, as files were stored before uploads had keys
+/// of their own.
 fn new_snapshot(incident_id: i64, sha256: &str) -> NewSnapshot {
     NewSnapshot {
         incident_id,
         sha256: sha256.to_owned(),
+        object_key: sha256.to_owned(),
         bytes: 96,
         summary: in_memory_summary(),
         params: serde_json::json!({}),
@@ -294,6 +297,85 @@ async fn a_stored_file_that_does_not_match_its_hash_fails_after_its_attempts() {
     );
 }
 
+/// The retention sweep lists an old upload's file as releasable; before it deletes it, the same
+/// bytes are uploaded again for a new incident. The new upload has a file of its own, which the
+/// sweep does not touch, and its job runs.
+#[tokio::test]
+async fn the_retention_sweep_never_takes_the_file_of_a_new_upload_of_the_same_bytes() {
+    let db = support::TempDb::new("replay-retention-race");
+    let store = Store::open_and_migrate(&db.url(), &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let objects = SnapshotStore::local(&db.dir.join("snapshots")).unwrap_or_else(|e| panic!("{e}"));
+    let worker = Worker::new(
+        store.clone(),
+        objects.clone(),
+        WorkerOptions {
+            id: "w".into(),
+            backend: BackendChoice::Cpu,
+            lease: Duration::from_secs(30),
+            poll: Duration::from_millis(10),
+            summary_only: false,
+            retention_days: 0,
+            limits: Limits::default(),
+        },
+    );
+    let data = confirming_snapshot();
+    let upload = |incident_id: i64| {
+        let (store, objects, data) = (store.clone(), objects.clone(), data.clone());
+        async move {
+            let sha256 = sha256_hex(&data);
+            let object_key = new_key(&sha256).unwrap_or_else(|e| panic!("{e}"));
+            objects
+                .put(&object_key, data.into())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let snapshot = NewSnapshot {
+                object_key,
+                ..new_snapshot(incident_id, &sha256)
+            };
+            store
+                .submit_snapshot(&snapshot, 2)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+        }
+    };
+    let (old, _) = upload(support::stored_incident(&store, LOG).await).await;
+    assert!(matches!(worker.run_next().await, Ok(Some(Outcome::Done { .. }))));
+
+    let cutoff = now_ms() + 1;
+    let releasable = store
+        .releasable_snapshot_keys(cutoff, 100)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (new, job) = upload(support::stored_incident(&store, LOG).await).await;
+    for key in &releasable {
+        objects.delete(key).await.unwrap_or_else(|e| panic!("{e}"));
+        store
+            .mark_snapshot_released(key, cutoff)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    let snapshot = |id| {
+        let store = store.clone();
+        async move { store.snapshot(id).await.unwrap_or_else(|e| panic!("{e}")) }
+    };
+    let (old, new) = (snapshot(old).await, snapshot(new).await);
+    assert_eq!(releasable, vec![old.object_key.clone()]);
+    assert!(!old.stored && new.stored);
+    assert!(matches!(
+        objects.get(&old.object_key).await,
+        Err(ObjectError::NotFound(_))
+    ));
+    assert_eq!(
+        objects.get(&new.object_key).await.ok().map(|b| b.to_vec()),
+        Some(data)
+    );
+    assert!(matches!(worker.run_next().await, Ok(Some(Outcome::Done { .. }))));
+    assert_eq!(store.job(job).await.ok().map(|j| j.state), Some(JobState::Done));
+}
+
 /// `TEST_S3_URL` (a moto server); in CI it must be set, by hand its absence skips loudly.
 fn s3_url() -> Option<String> {
     match std::env::var("TEST_S3_URL") {
@@ -337,7 +419,7 @@ async fn snapshots_round_trip_through_s3() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let data = confirming_snapshot();
-    let key = sha256_hex(&data);
+    let key = new_key(&sha256_hex(&data)).unwrap_or_else(|e| panic!("{e}"));
     store
         .put(&key, data.clone().into())
         .await
@@ -350,7 +432,7 @@ async fn snapshots_round_trip_through_s3() {
     let listed = server::call(&format!("{url}/{bucket}?list-type=2"), "GET", None, b"", None);
     assert!(
         listed.body.contains(&format!("snapshots/{}/{key}", &key[..2])),
-        "the object is under its prefix and hash: {}",
+        "the object is under its prefix and key: {}",
         listed.body
     );
     store.delete(&key).await.unwrap_or_else(|e| panic!("{e}"));
@@ -463,10 +545,16 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
     let accepted = raw.json();
     let status_url = accepted["status_url"].as_str().unwrap_or_default().to_owned();
     assert_eq!(status_url, format!("/api/v1/replay/jobs/{}", accepted["job_id"]));
-    let key = sha256_hex(&plain);
+    let hash = sha256_hex(&plain);
+    let stored: Vec<String> = std::fs::read_dir(folder.join(&hash[..2]))
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
     assert!(
-        folder.join(&key[..2]).join(&key).is_file(),
-        "stored under its hash"
+        stored.iter().any(|name| name.starts_with(&format!("{hash}."))),
+        "stored under a key that starts with its hash: {stored:?}"
     );
 
     let job = finished_job(&s, &status_url);

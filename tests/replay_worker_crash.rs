@@ -13,7 +13,7 @@ use faultline::kb::Store;
 use faultline::kb::codec::sha256_hex;
 use faultline::kb::replay::{JobState, NewSnapshot};
 use faultline::model::{EvidenceTier, Verdict};
-use faultline::objects::SnapshotStore;
+use faultline::objects::{SnapshotStore, new_key};
 use faultline::replay::DType;
 use faultline::replay::snapshot::{Format, SnapshotSummary, TensorSummary};
 use safetensors::tensor::TensorView;
@@ -33,13 +33,15 @@ async fn queued_job(store: &Store, objects: &SnapshotStore) -> i64 {
     let incident = support::stored_incident(store, LOG).await;
     let data = snapshot_file();
     let sha256 = sha256_hex(&data);
+    let object_key = new_key(&sha256).unwrap_or_else(|e| panic!("{e}"));
     objects
-        .put(&sha256, data.clone().into())
+        .put(&object_key, data.clone().into())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let snapshot = NewSnapshot {
         incident_id: incident,
         sha256,
+        object_key,
         bytes: data.len() as i64,
         summary: SnapshotSummary {
             format: Format::Safetensors,

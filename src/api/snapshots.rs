@@ -17,7 +17,7 @@ use super::extract::{PathParams, QueryParams};
 use super::{ApiError, ApiResult, AppState, Caller};
 use crate::kb::codec::sha256_hex;
 use crate::kb::replay::{Job, NewSnapshot, SnapshotRecord};
-use crate::objects::ObjectError;
+use crate::objects::{ObjectError, new_key};
 use crate::replay::snapshot::SnapshotSummary;
 use crate::replay::{Limits, Snapshot};
 
@@ -80,13 +80,20 @@ pub async fn store_snapshot(
         .await
         .map_err(|e| ApiError::Internal(format!("snapshot validation task failed: {e}")))??;
     let bytes = data.len() as i64;
-    state.snapshots.put(&sha256, data).await.map_err(|e| match e {
+    let unavailable = |e| match e {
         ObjectError::Disabled => ApiError::Unavailable("this server keeps no snapshots".into()),
         other => ApiError::Unavailable(format!("the snapshot could not be stored: {other}")),
-    })?;
+    };
+    let object_key = new_key(&sha256).map_err(unavailable)?;
+    state
+        .snapshots
+        .put(&object_key, data)
+        .await
+        .map_err(unavailable)?;
     let snapshot = NewSnapshot {
         incident_id,
         sha256,
+        object_key,
         bytes,
         summary,
         params,

@@ -19,6 +19,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "replay",
         include_str!("../../migrations/sqlite/0002_replay.sql"),
     ),
+    (
+        3,
+        "snapshot object keys",
+        include_str!("../../migrations/sqlite/0003_snapshot_object_keys.sql"),
+    ),
 ];
 
 /// (version, description, SQL) for PostgreSQL: the same versions as SQLite.
@@ -32,6 +37,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         2,
         "replay",
         include_str!("../../migrations/postgres/0002_replay.sql"),
+    ),
+    (
+        3,
+        "snapshot object keys",
+        include_str!("../../migrations/postgres/0003_snapshot_object_keys.sql"),
     ),
 ];
 

@@ -56,8 +56,10 @@ impl JobState {
 pub struct NewSnapshot {
     /// The incident it belongs to.
     pub incident_id: i64,
-    /// SHA-256 of the file: its key in the object store.
+    /// SHA-256 of the file.
     pub sha256: String,
+    /// Where the object store keeps the file (`objects::new_key`).
+    pub object_key: String,
     /// File size.
     pub bytes: i64,
     /// What it holds.
@@ -75,8 +77,12 @@ pub struct SnapshotRecord {
     pub id: i64,
     /// Its incident.
     pub incident_id: i64,
-    /// SHA-256 of the file (its object key).
+    /// SHA-256 of the file.
     pub sha256: String,
+    /// Where the object store keeps the file: this upload's own key, or the SHA-256 alone for
+    /// files stored before uploads had keys of their own.
+    #[serde(skip)]
+    pub object_key: String,
     /// File size.
     pub bytes: i64,
     /// File format.
@@ -122,7 +128,8 @@ pub struct Job {
 }
 
 const JOB_COLUMNS: &str = "id, incident_id, snapshot_id, state, attempts, max_attempts, lease_owner, lease_expires_at, results, error, created_at, updated_at";
-const SNAPSHOT_COLUMNS: &str = "id, incident_id, sha256, bytes, format, summary, params, stored, created_at";
+const SNAPSHOT_COLUMNS: &str =
+    "id, incident_id, sha256, bytes, format, summary, params, stored, created_at, object_key";
 
 fn job_from_row(row: &AnyRow) -> Result<Job> {
     let state: String = row.try_get(3)?;
@@ -167,6 +174,7 @@ fn snapshot_from_row(row: &AnyRow) -> Result<SnapshotRecord> {
         params: serde_json::from_str(&params).map_err(|e| corrupt("params", e))?,
         stored: stored != 0,
         created_at: row.try_get(8)?,
+        object_key: row.try_get(9)?,
     })
 }
 
@@ -395,14 +403,16 @@ impl Store {
     }
 
     /// Object keys whose files may be deleted: every snapshot with the key was uploaded before
-    /// `cutoff` (Unix ms) and no job of theirs is still queued or running.
+    /// `cutoff` (Unix ms) and no job of theirs is still queued or running. A key belongs to one
+    /// upload (several only for files stored before uploads had keys of their own).
     pub async fn releasable_snapshot_keys(&self, cutoff: i64, limit: i64) -> Result<Vec<String>> {
         let rows = sqlx::query(
-            "SELECT DISTINCT s.sha256 FROM snapshots s
+            "SELECT DISTINCT s.object_key FROM snapshots s
              WHERE s.stored = 1 AND s.created_at < $1
-               AND NOT EXISTS (SELECT 1 FROM snapshots n WHERE n.sha256 = s.sha256 AND n.stored = 1 AND n.created_at >= $1)
+               AND NOT EXISTS (SELECT 1 FROM snapshots n
+                               WHERE n.object_key = s.object_key AND n.stored = 1 AND n.created_at >= $1)
                AND NOT EXISTS (SELECT 1 FROM snapshots p JOIN replay_jobs j ON j.snapshot_id = p.id
-                               WHERE p.sha256 = s.sha256 AND j.state IN ('queued', 'running'))
+                               WHERE p.object_key = s.object_key AND j.state IN ('queued', 'running'))
              LIMIT $2",
         )
         .bind(cutoff)
@@ -414,11 +424,11 @@ impl Store {
             .collect()
     }
 
-    /// Marks the snapshots of `sha256` uploaded before `cutoff` as no longer stored (their
-    /// summaries and results stay).
-    pub async fn mark_snapshot_released(&self, sha256: &str, cutoff: i64) -> Result<u64> {
-        let done = sqlx::query("UPDATE snapshots SET stored = 0 WHERE sha256 = $1 AND created_at < $2")
-            .bind(sha256)
+    /// Marks the snapshots whose file is under `object_key`, uploaded before `cutoff`, as no
+    /// longer stored (their summaries and results stay).
+    pub async fn mark_snapshot_released(&self, object_key: &str, cutoff: i64) -> Result<u64> {
+        let done = sqlx::query("UPDATE snapshots SET stored = 0 WHERE object_key = $1 AND created_at < $2")
+            .bind(object_key)
             .bind(cutoff)
             .execute(self.pool())
             .await?;
@@ -430,8 +440,8 @@ async fn insert_snapshot(tx: &mut sqlx::Transaction<'_, sqlx::Any>, s: &NewSnaps
     let summary = serde_json::to_string(&s.summary)
         .map_err(|e| StoreError::Invalid(format!("snapshot summary cannot be encoded: {e}")))?;
     let row = sqlx::query(
-        "INSERT INTO snapshots (incident_id, sha256, bytes, format, summary, params, stored, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        "INSERT INTO snapshots (incident_id, sha256, bytes, format, summary, params, stored, created_at, object_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
     )
     .bind(s.incident_id)
     .bind(&s.sha256)
@@ -441,6 +451,7 @@ async fn insert_snapshot(tx: &mut sqlx::Transaction<'_, sqlx::Any>, s: &NewSnaps
     .bind(s.params.to_string())
     .bind(i64::from(s.stored))
     .bind(now_ms())
+    .bind(&s.object_key)
     .fetch_one(&mut **tx)
     .await?;
     Ok(row.try_get(0)?)
