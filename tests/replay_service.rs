@@ -253,13 +253,33 @@ async fn jobs_are_leased_once_and_finish_once_on_postgres() {
     jobs_are_leased_once_and_finish_once(store).await;
 }
 
-#[tokio::test]
-async fn a_stored_file_that_does_not_match_its_hash_fails_after_its_attempts() {
-    let db = support::TempDb::new("replay-corrupt");
+/// A migrated SQLite knowledge base and a snapshot folder beside it.
+async fn sqlite_with_snapshots(name: &str) -> (support::TempDb, Store, SnapshotStore) {
+    let db = support::TempDb::new(name);
     let store = Store::open_and_migrate(&db.url(), &Default::default())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let objects = SnapshotStore::local(&db.dir.join("snapshots")).unwrap_or_else(|e| panic!("{e}"));
+    (db, store, objects)
+}
+
+/// A worker on the CPU backend with no retention of its own, run job by job with `run_next`.
+fn cpu_worker(store: &Store, objects: &SnapshotStore) -> Worker {
+    let options = WorkerOptions {
+        id: "w".into(),
+        backend: BackendChoice::Cpu,
+        lease: Duration::from_secs(30),
+        poll: Duration::from_millis(10),
+        summary_only: false,
+        retention_days: 0,
+        limits: Limits::default(),
+    };
+    Worker::new(store.clone(), objects.clone(), options)
+}
+
+#[tokio::test]
+async fn a_stored_file_that_does_not_match_its_hash_fails_after_its_attempts() {
+    let (_db, store, objects) = sqlite_with_snapshots("replay-corrupt").await;
     let incident = support::stored_incident(&store, LOG).await;
     let key = sha256_hex(&confirming_snapshot());
     objects
@@ -270,16 +290,7 @@ async fn a_stored_file_that_does_not_match_its_hash_fails_after_its_attempts() {
         .submit_snapshot(&new_snapshot(incident, &key), 2)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let options = WorkerOptions {
-        id: "w".into(),
-        backend: BackendChoice::Cpu,
-        lease: Duration::from_secs(30),
-        poll: Duration::from_millis(10),
-        summary_only: false,
-        retention_days: 0,
-        limits: Limits::default(),
-    };
-    let worker = Worker::new(store.clone(), objects, options);
+    let worker = cpu_worker(&store, &objects);
     let states: Vec<Option<JobState>> = [worker.run_next().await, worker.run_next().await]
         .into_iter()
         .map(|o| match o {
@@ -302,24 +313,8 @@ async fn a_stored_file_that_does_not_match_its_hash_fails_after_its_attempts() {
 /// sweep does not touch, and its job runs.
 #[tokio::test]
 async fn the_retention_sweep_never_takes_the_file_of_a_new_upload_of_the_same_bytes() {
-    let db = support::TempDb::new("replay-retention-race");
-    let store = Store::open_and_migrate(&db.url(), &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let objects = SnapshotStore::local(&db.dir.join("snapshots")).unwrap_or_else(|e| panic!("{e}"));
-    let worker = Worker::new(
-        store.clone(),
-        objects.clone(),
-        WorkerOptions {
-            id: "w".into(),
-            backend: BackendChoice::Cpu,
-            lease: Duration::from_secs(30),
-            poll: Duration::from_millis(10),
-            summary_only: false,
-            retention_days: 0,
-            limits: Limits::default(),
-        },
-    );
+    let (_db, store, objects) = sqlite_with_snapshots("replay-retention-race").await;
+    let worker = cpu_worker(&store, &objects);
     let data = confirming_snapshot();
     let upload = |incident_id: i64| {
         let (store, objects, data) = (store.clone(), objects.clone(), data.clone());
