@@ -371,6 +371,40 @@ async fn the_retention_sweep_never_takes_the_file_of_a_new_upload_of_the_same_by
     assert_eq!(store.job(job).await.ok().map(|j| j.state), Some(JobState::Done));
 }
 
+/// A snapshot whose record cannot be written (here: its incident is gone) leaves no file behind:
+/// the key is this upload's own, so nothing else could ever use it.
+#[tokio::test]
+async fn a_snapshot_the_database_refuses_leaves_no_file() {
+    let db = support::TempDb::new("replay-refused");
+    let folder = db.dir.join("objects");
+    let config = Config {
+        database: db.url(),
+        snapshot_store: folder.display().to_string(),
+        embedded_worker: false,
+        ..Config::default()
+    };
+    let rules = faultline::rules::RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let app = faultline::app::App::start(config, rules)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let refused = faultline::api::snapshots::store_snapshot(
+        &app.state,
+        999_999,
+        confirming_snapshot().into(),
+        serde_json::json!({}),
+    )
+    .await;
+    assert!(refused.is_err());
+    let files = std::fs::read_dir(&folder)
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten())
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(files, 0, "no file is left in {}", folder.display());
+}
+
 /// `TEST_S3_URL` (a moto server); in CI it must be set, by hand its absence skips loudly.
 fn s3_url() -> Option<String> {
     match std::env::var("TEST_S3_URL") {

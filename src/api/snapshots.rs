@@ -99,10 +99,22 @@ pub async fn store_snapshot(
         params,
         stored: true,
     };
-    let (snapshot_id, job_id) = state
+    let submitted = state
         .store
         .submit_snapshot(&snapshot, state.config.replay_max_attempts)
-        .await?;
+        .await;
+    let (snapshot_id, job_id) = match submitted {
+        Ok(ids) => ids,
+        Err(e) => {
+            // No row names the file (the key is this upload's own): take it back, so that a
+            // client retrying while the database is down leaves no orphans. The caller gets the
+            // database's error either way.
+            if let Err(cleanup) = state.snapshots.delete(&snapshot.object_key).await {
+                tracing::warn!(error = %cleanup, key = snapshot.object_key, "cannot delete an unrecorded snapshot file");
+            }
+            return Err(e.into());
+        }
+    };
     Ok(Accepted {
         snapshot_id,
         job_id,
