@@ -1,8 +1,8 @@
 //! Throughput of the core on a long noisy CI log (100 MB by default, or `FAULTLINE_BENCH_MB` MB):
 //! parsing alone and the whole analysis with the embedded rule base; latency on a single ~4 KB
 //! CUDA traceback (and what storing it adds); a pass over the 1,525 real logs of the held-out corpus,
-//! one after another, as a service meets them; compilation of the embedded rule base and of 1,000
-//! rules.
+//! one after another, as a service meets them; 4 MB of random bytes; compilation of the embedded
+//! rule base and of 1,000 rules.
 //!
 //! `cargo bench --bench pipeline`; `FAULTLINE_BENCH_MB=10 cargo bench --bench pipeline` for a quick run.
 
@@ -89,6 +89,28 @@ fn small_log(c: &mut Criterion) {
     group.finish();
 }
 
+/// Random bytes (a binary file given by mistake): invalid UTF-8 on every line, and automata
+/// states no log needs.
+fn binary_input(c: &mut Criterion) {
+    let mut state = SEED;
+    let bytes: Vec<u8> = (0..4 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()[0]
+        })
+        .collect();
+    let rules = rules();
+    let mut group = c.benchmark_group("binary_input");
+    group.throughput(Throughput::Bytes(bytes.len() as u64));
+    group.sample_size(10);
+    group.bench_function("analyze_4mb", |b| {
+        b.iter(|| faultline::diagnose::analyze_bytes(black_box(&rules), black_box(&bytes)))
+    });
+    group.finish();
+}
+
 /// The real logs of the held-out corpus (JSON Lines with a `log` field).
 fn held_out_logs() -> Vec<String> {
     let path = concat!(
@@ -141,5 +163,12 @@ fn compile_rules(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, compile_rules, small_log, real_logs, long_log);
+criterion_group!(
+    benches,
+    compile_rules,
+    small_log,
+    real_logs,
+    binary_input,
+    long_log
+);
 criterion_main!(benches);
