@@ -1,8 +1,8 @@
 //! Throughput of the core on a long noisy CI log (100 MB by default, or `FAULTLINE_BENCH_MB` MB):
 //! parsing alone and the whole analysis with the embedded rule base; latency on a single ~4 KB
 //! CUDA traceback (and what storing it adds); a pass over the 1,525 real logs of the held-out corpus,
-//! one after another, as a service meets them; 4 MB of random bytes; compilation of the embedded
-//! rule base and of 1,000 rules.
+//! one after another, as a service meets them; 4 MB of random bytes; redaction of non-ASCII text;
+//! compilation of the embedded rule base and of 1,000 rules.
 //!
 //! `cargo bench --bench pipeline`; `FAULTLINE_BENCH_MB=10 cargo bench --bench pipeline` for a quick run.
 
@@ -111,6 +111,28 @@ fn binary_input(c: &mut Criterion) {
     group.finish();
 }
 
+/// Redaction (done before the service analyzes or stores a log) of 4 MB of training progress
+/// with tqdm's block characters and CJK text.
+fn redaction(c: &mut Criterion) {
+    let log: String = (0..40_000)
+        .map(|i| {
+            format!(
+                "Epoch 1: {:3}%|{:<10}| {i}/40000 [00:10<00:10] 第 {i} 步 loss=0.{}\n",
+                i % 100,
+                "█".repeat(i % 10),
+                i % 97
+            )
+        })
+        .collect();
+    let mut group = c.benchmark_group("redact");
+    group.throughput(Throughput::Bytes(log.len() as u64));
+    group.sample_size(20);
+    group.bench_function("non_ascii_progress", |b| {
+        b.iter(|| faultline::kb::redact::redact(black_box(&log)).len())
+    });
+    group.finish();
+}
+
 /// The real logs of the held-out corpus (JSON Lines with a `log` field).
 fn held_out_logs() -> Vec<String> {
     let path = concat!(
@@ -169,6 +191,7 @@ criterion_group!(
     small_log,
     real_logs,
     binary_input,
+    redaction,
     long_log
 );
 criterion_main!(benches);
