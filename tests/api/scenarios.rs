@@ -160,6 +160,12 @@ fn analyze_reads_json_and_keeps_bad_input_out(s: &TestServer) {
         (unknown_route.status, unknown_route.json()["error"].clone()),
         (404, json!("not_found"))
     );
+    let wrong_method = s.get("/api/v1/analyze");
+    assert_eq!(
+        (wrong_method.status, wrong_method.json()["error"].clone()),
+        (405, json!("method_not_allowed"))
+    );
+    assert_eq!(wrong_method.header("allow"), Some("POST"));
 }
 
 fn secrets_never_reach_storage(s: &TestServer) {
