@@ -120,7 +120,8 @@ impl App {
 pub fn router(state: AppState) -> Router {
     let routes = api::routes(state.clone())
         .merge(web::router(state.clone()))
-        .fallback(web::not_found);
+        .fallback(web::not_found)
+        .method_not_allowed_fallback(web::method_not_allowed);
     api::with_layers(routes, state).layer(axum::middleware::from_fn(web::security_headers))
 }
 

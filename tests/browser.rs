@@ -144,6 +144,21 @@ fn pages_answer_in_the_site_style_with_security_headers() {
         "not_found",
         "the API keeps JSON errors"
     );
+    // A form's target opened as a link: a page that says so, and the API's JSON under /api.
+    let form_target = server.get("/analyze");
+    assert_eq!(
+        (form_target.status, form_target.header("allow")),
+        (405, Some("POST"))
+    );
+    assert!(
+        form_target.body.contains("<h1>405 · Not a page</h1>"),
+        "{}",
+        form_target.body
+    );
+    assert_eq!(
+        server.get("/api/v1/analyze").json()["error"],
+        "method_not_allowed"
+    );
 
     // A form without the CSRF cookie is refused.
     let forged = server.call(

@@ -109,7 +109,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
 
 /// The API alone with the server-wide layers (the web pages are added by `app`).
 pub fn router(state: AppState) -> Router {
-    with_layers(routes(state.clone()).fallback(not_found), state)
+    let routes = routes(state.clone())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed);
+    with_layers(routes, state)
 }
 
 /// The least time a snapshot upload is given, whatever the request timeout.
@@ -120,7 +123,6 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
     routes
-        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(
             move |mut req: Request, next: Next| async move {
@@ -158,6 +160,7 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::NotFound(format!("no route {}", uri.path()))
 }
 
-async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+/// A known route asked with a method it does not take (axum adds `Allow`).
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
     ApiError::MethodNotAllowed(format!("{method} is not a method of {}", uri.path()))
 }

@@ -169,6 +169,7 @@ impl IntoResponse for WebError {
         let (status, _) = self.0.status_and_code();
         let heading = match status {
             StatusCode::NOT_FOUND => "Not found",
+            StatusCode::METHOD_NOT_ALLOWED => "Not a page",
             StatusCode::PAYLOAD_TOO_LARGE => "Too large",
             StatusCode::TOO_MANY_REQUESTS => "Too many requests",
             StatusCode::FORBIDDEN => "Forbidden",
@@ -206,6 +207,19 @@ impl IntoResponse for WebError {
 /// `16 MiB`.
 pub fn human_bytes(n: usize) -> String {
     crate::rules::conditions::human_size(n as u64).replace(".00", "")
+}
+
+/// A page address asked with a method it does not take — typically a form's target opened as a
+/// link or reloaded (`Allow` is added by axum); API routes answer in JSON.
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    if uri.path().starts_with("/api/") {
+        return crate::api::method_not_allowed(method, uri).await.into_response();
+    }
+    WebError(ApiError::MethodNotAllowed(format!(
+        "{} receives a form's submission; it has no page to {method}. Go back to the page with the form.",
+        uri.path()
+    )))
+    .into_response()
 }
 
 /// The 404 page for paths no route serves (the API keeps its JSON 404 under /api).
