@@ -151,9 +151,18 @@ fn pages_answer_in_the_site_style_with_security_headers() {
         (405, Some("POST"))
     );
     assert!(
-        form_target.body.contains("<h1>405 · Not a page</h1>"),
+        form_target.body.contains("<h1>405 · Not a page</h1>")
+            && form_target.body.contains("go back to the page with the form"),
         "{}",
         form_target.body
+    );
+    let page_posted = server.call("POST", "/groups", Some("text/plain"), b"x", false);
+    assert_eq!(page_posted.status, 405);
+    assert!(
+        page_posted.body.contains("/groups does not answer POST.")
+            && !page_posted.body.contains("go back to the page with the form"),
+        "{}",
+        page_posted.body
     );
     assert_eq!(
         server.get("/api/v1/analyze").json()["error"],

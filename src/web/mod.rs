@@ -209,14 +209,19 @@ pub fn human_bytes(n: usize) -> String {
     crate::rules::conditions::human_size(n as u64).replace(".00", "")
 }
 
-/// A page address asked with a method it does not take — typically a form's target opened as a
-/// link or reloaded (`Allow` is added by axum); API routes answer in JSON.
+/// An address asked with a method it does not take — typically a form's target opened as a link
+/// (`Allow` is added by axum); API routes answer in JSON.
 pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
     if uri.path().starts_with("/api/") {
         return crate::api::method_not_allowed(method, uri).await.into_response();
     }
+    let hint = if method == axum::http::Method::GET {
+        " It receives a form's submission: go back to the page with the form."
+    } else {
+        ""
+    };
     WebError(ApiError::MethodNotAllowed(format!(
-        "{} receives a form's submission; it has no page to {method}. Go back to the page with the form.",
+        "{} does not answer {method}.{hint}",
         uri.path()
     )))
     .into_response()
