@@ -18,6 +18,7 @@ pub struct Metrics {
     analysis_buckets: [AtomicU64; BUCKETS.len()],
     analysis_micros: AtomicU64,
     analyzed_bytes: AtomicU64,
+    undiagnosed: AtomicU64,
     incidents_stored: AtomicU64,
     rate_limited: AtomicU64,
 }
@@ -30,9 +31,13 @@ impl Metrics {
         }
     }
 
-    /// Counts one analysis of `bytes` bytes that took `took`.
-    pub fn analysis(&self, bytes: usize, took: Duration) {
+    /// Counts one analysis of `bytes` bytes that took `took`; `diagnosed`: a rule found a root
+    /// cause or a symptom.
+    pub fn analysis(&self, bytes: usize, took: Duration, diagnosed: bool) {
         self.analyses.fetch_add(1, Ordering::Relaxed);
+        if !diagnosed {
+            self.undiagnosed.fetch_add(1, Ordering::Relaxed);
+        }
         self.analyzed_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.analysis_micros
             .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
@@ -95,6 +100,11 @@ impl Metrics {
                 &self.analyzed_bytes,
             ),
             (
+                "faultline_analyses_undiagnosed_total",
+                "Analyses in which no rule found a root cause or a symptom (the rest of faultline_analysis_seconds_count was diagnosed).",
+                &self.undiagnosed,
+            ),
+            (
                 "faultline_incidents_stored_total",
                 "Incidents committed to the knowledge base.",
                 &self.incidents_stored,
@@ -128,11 +138,13 @@ mod tests {
         let m = Metrics::default();
         m.request("/api/v1/analyze", 200);
         m.request("/api/v1/analyze", 200);
-        m.analysis(4096, Duration::from_micros(300));
+        m.analysis(4096, Duration::from_micros(300), true);
+        m.analysis(100, Duration::from_secs(1), false);
         let text = m.render(&[("faultline_rules", "Rules loaded.", 138.0)]);
         assert!(text.contains("faultline_http_requests_total{route=\"/api/v1/analyze\",status=\"200\"} 2"));
         assert!(text.contains("faultline_analysis_seconds_bucket{le=\"0.0005\"} 1"));
-        assert!(text.contains("faultline_analysis_seconds_count 1"));
+        assert!(text.contains("faultline_analysis_seconds_count 2"));
+        assert!(text.contains("faultline_analyses_undiagnosed_total 1"));
         assert!(text.contains("faultline_rules 138"));
     }
 }

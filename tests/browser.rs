@@ -101,6 +101,60 @@ fn a_teammate_pastes_a_traceback_and_reads_the_root_cause() {
     let log = browser.text(".log");
     assert!(log.contains("<script>alert('xss')</script>"), "{log}");
     assert!(log.contains("onerror=alert('img')"), "{log}");
+
+    // A failure no rule knows: the start page counts it and leads to the queue.
+    browser.goto(&server.url("/"));
+    browser.set_value(
+        "#log",
+        "Traceback (most recent call last):\nKeyError: 'warmup_ratio'\n",
+    );
+    browser.click("button.primary");
+    let unknown = browser.wait_for_url("/incidents/");
+    browser.goto(&server.url("/"));
+    browser.click("a[href^='/incidents?diagnosed=no']");
+    browser.wait_for_url("diagnosed=no");
+    let queue = browser.text("table");
+    let unknown_id = unknown.rsplit('/').next().unwrap_or_default();
+    assert!(
+        queue.contains("no diagnosis") && queue.contains(unknown_id),
+        "{queue}"
+    );
+}
+
+#[test]
+fn the_start_page_counts_what_the_rules_explain_and_links_the_rest() {
+    let db = support::TempDb::new("coverage");
+    let server = TestServer::start(Config {
+        database: db.url(),
+        ..Config::default()
+    });
+    assert!(
+        !server.get("/").body.contains("What the rules explain"),
+        "no share without incidents"
+    );
+    let known = server.post_log("/api/v1/analyze", OOM).json()["incident_id"].clone();
+    let unknown = server
+        .post_log("/api/v1/analyze", "KeyError: 'warmup_ratio'\n")
+        .json()["incident_id"]
+        .clone();
+    let home = server.get("/").body;
+    assert!(
+        home.contains("a rule found the cause of <strong>1 of 2</strong>")
+            && home.contains("(50.0 %)")
+            && home.contains("<a href=\"/incidents?diagnosed=no&amp;since=30\">1 not diagnosed</a>"),
+        "{home}"
+    );
+    let queue = server.get("/incidents?diagnosed=no&since=30").body;
+    assert!(
+        queue.contains(&format!("href=\"/incidents/{unknown}\""))
+            && !queue.contains(&format!("href=\"/incidents/{known}\""))
+            && queue.contains("<option value=\"no\" selected>"),
+        "{queue}"
+    );
+    assert!(queue.contains("the failures the rule base does not know"));
+    let explained = server.get("/incidents?diagnosed=yes").body;
+    assert!(explained.contains(&format!("href=\"/incidents/{known}\"")));
+    assert!(!explained.contains(&format!("href=\"/incidents/{unknown}\"")));
 }
 
 #[test]

@@ -260,3 +260,77 @@ async fn a_batch_keeps_each_incident_with_its_own_row_on_postgres() {
     };
     a_batch_keeps_each_incident_with_its_own_row(store).await;
 }
+
+/// The queue of failures the rule base does not know: incidents in which no rule found a root
+/// cause or a symptom, a context finding (a warning) included, and the share the rules explain.
+async fn the_undiagnosed_incidents_form_a_queue_and_a_share(store: Store) {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let (writer, task) = Writer::spawn(store.clone(), 64);
+    let warning_only = "UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment\nValueError: the config has no field 'warmup'\n";
+    let mut stored = Vec::new();
+    for log in [OOM, "all good\n", warning_only, ASSERT] {
+        let written = writer.write(incident(&rules, log, "nlp")).await;
+        stored.push(written.unwrap_or_else(|e| panic!("{e}")).incident_id);
+    }
+    let ids = |diagnosed| {
+        let store = store.clone();
+        async move {
+            let filter = Filter {
+                diagnosed: Some(diagnosed),
+                ..Filter::default()
+            };
+            let page = store
+                .list_incidents(&filter)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            page.items.iter().map(|i| i.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        ids(false).await,
+        vec![stored[2], stored[1]],
+        "the log with only a warning and the log with nothing known, newest first"
+    );
+    assert_eq!(ids(true).await, vec![stored[3], stored[0]]);
+
+    let coverage = store.coverage(0).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((coverage.incidents, coverage.diagnosed), (4, 2));
+    let future = store
+        .coverage(now_ms() + 60_000)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (future.incidents, future.diagnosed),
+        (0, 0),
+        "an empty window counts nothing"
+    );
+
+    let groups = Filter {
+        diagnosed: Some(false),
+        ..Filter::default()
+    };
+    assert!(
+        store.list_groups(&groups).await.is_err(),
+        "groups have no such filter"
+    );
+
+    drop(writer);
+    let _ = task.await;
+}
+
+#[tokio::test]
+async fn the_undiagnosed_incidents_form_a_queue_and_a_share_on_sqlite() {
+    let db = support::TempDb::new("kb-queue");
+    let store = Store::open_and_migrate(&db.url(), &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    the_undiagnosed_incidents_form_a_queue_and_a_share(store).await;
+}
+
+#[tokio::test]
+async fn the_undiagnosed_incidents_form_a_queue_and_a_share_on_postgres() {
+    let Some(store) = support::postgres_store("kb_queue").await else {
+        return;
+    };
+    the_undiagnosed_incidents_form_a_queue_and_a_share(store).await;
+}

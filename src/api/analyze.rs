@@ -109,7 +109,9 @@ pub async fn analyze_and_store(
     } else {
         work()
     };
-    state.metrics.analysis(bytes, started.elapsed());
+    state
+        .metrics
+        .analysis(bytes, started.elapsed(), diagnosis.is_diagnosed());
     let stored = match incident {
         Some(incident) => {
             let stored: Stored = state.writer.write(incident).await?;

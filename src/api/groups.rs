@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 
 use super::extract::{JsonBody, PathParams, QueryParams};
-use super::{ApiResult, AppState, Caller};
+use super::{ApiError, ApiResult, AppState, Caller};
 use crate::kb::queries::Filter;
 use crate::kb::rows::{GroupDetail, GroupSummary, Note, Page};
 
@@ -14,6 +14,11 @@ pub(super) async fn list(
     State(state): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
 ) -> ApiResult<Json<Page<GroupSummary>>> {
+    if filter.diagnosed.is_some() {
+        return Err(ApiError::BadRequest(
+            "unknown query parameter `diagnosed` for groups: it filters incidents".into(),
+        ));
+    }
     Ok(Json(state.store.list_groups(&filter).await?))
 }
 

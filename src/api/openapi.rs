@@ -17,6 +17,10 @@ pub fn spec() -> Value {
         { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 200 } },
         { "name": "offset", "in": "query", "schema": { "type": "integer", "minimum": 0 } }
     ]);
+    let mut incident_filters = filters.clone();
+    if let Some(list) = incident_filters.as_array_mut() {
+        list.push(json!({ "name": "diagnosed", "in": "query", "description": "false: only the incidents in which no rule found a root cause or a symptom (the failures the rule base does not know yet); true: the others", "schema": { "type": "boolean" } }));
+    }
     let ok = |schema: &str| json!({ "description": "OK", "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } } });
     let bearer = json!([{ "bearer": [] }]);
     let snapshot_upload = json!({ "post": {
@@ -72,7 +76,7 @@ pub fn spec() -> Value {
                 "responses": { "200": ok("AnalyzeResponse"), "400": error, "401": error, "413": error, "415": error, "422": error, "429": error, "503": error }
             } },
             "/api/v1/incidents": { "get": {
-                "summary": "Incidents, newest first", "parameters": filters,
+                "summary": "Incidents, newest first", "parameters": incident_filters,
                 "responses": { "200": ok("IncidentPage"), "400": error, "429": error }
             } },
             "/api/v1/incidents/{id}": { "get": {
@@ -159,7 +163,8 @@ pub fn spec() -> Value {
                 "IncidentSummary": { "type": "object", "properties": {
                     "id": { "type": "integer" }, "created_at": { "type": "integer" }, "group_id": { "type": ["integer", "null"] },
                     "project": { "type": ["string", "null"] }, "class": { "type": ["string", "null"] }, "rule": { "type": ["string", "null"] },
-                    "title": { "type": ["string", "null"] }, "tags": { "type": "array", "items": { "type": "string" } } } },
+                    "title": { "type": ["string", "null"] }, "tags": { "type": "array", "items": { "type": "string" } },
+                    "diagnosed": { "type": "boolean", "description": "a rule found a root cause or a symptom" } } },
                 "IncidentPage": { "type": "object", "properties": { "items": { "type": "array", "items": { "$ref": "#/components/schemas/IncidentSummary" } }, "next_offset": { "type": ["integer", "null"] } } },
                 "Incident": { "allOf": [ { "$ref": "#/components/schemas/IncidentSummary" }, { "type": "object", "properties": {
                     "log": { "type": "string" }, "diagnosis": { "$ref": "#/components/schemas/Diagnosis" },

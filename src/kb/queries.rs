@@ -8,7 +8,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::codec::decompress;
 use super::rows::{
-    DayCount, Feedback, GROUP_COLUMNS, GroupDetail, GroupSummary, INCIDENT_COLUMNS, IncidentDetail,
+    Coverage, DayCount, Feedback, GROUP_COLUMNS, GroupDetail, GroupSummary, INCIDENT_COLUMNS, IncidentDetail,
     IncidentSummary, NamedCount, Note, Page, RuleStats, Trend, Verdict,
 };
 use super::{Backend, Result, Store, StoreError, now_ms};
@@ -32,6 +32,9 @@ pub struct Filter {
     pub since: Option<i64>,
     /// Words to search for.
     pub q: Option<String>,
+    /// Incidents only: `false` keeps the ones no rule explained (no root cause or symptom found,
+    /// at most context): the queue of failures the rule base does not know yet; `true` the others.
+    pub diagnosed: Option<bool>,
     /// Page size (default 50, at most 200).
     pub limit: Option<i64>,
     /// Page offset.
@@ -154,7 +157,25 @@ impl Store {
                 Value::Text(self.search_value(&terms)),
             );
         }
+        if let Some(diagnosed) = filter.diagnosed {
+            w.push("i.diagnosed = ?", Value::Int(i64::from(diagnosed)));
+        }
         self.incident_page(w, filter.limit(), filter.offset()).await
+    }
+
+    /// How many incidents since `since` (Unix ms) there are, and how many of them a rule
+    /// explained (a root cause or a symptom found).
+    pub async fn coverage(&self, since: i64) -> Result<Coverage> {
+        let row =
+            sqlx::query("SELECT COUNT(*), COALESCE(SUM(diagnosed), 0) FROM incidents WHERE created_at >= $1")
+                .bind(since)
+                .fetch_one(self.pool())
+                .await?;
+        Ok(Coverage {
+            since,
+            incidents: row.try_get(0)?,
+            diagnosed: row.try_get(1)?,
+        })
     }
 
     async fn incident_page(&self, w: Where, limit: i64, offset: i64) -> Result<Page<IncidentSummary>> {
@@ -193,8 +214,8 @@ impl Store {
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("incident {id}")))?;
         let incident = IncidentSummary::from_row(&row)?;
-        let log: Vec<u8> = row.try_get(14)?;
-        let diagnosis: Vec<u8> = row.try_get(15)?;
+        let log: Vec<u8> = row.try_get(15)?;
+        let diagnosis: Vec<u8> = row.try_get(16)?;
         let log = decompress(&log).map_err(|e| StoreError::Corrupt(format!("log of incident {id}: {e}")))?;
         let diagnosis = decompress(&diagnosis)
             .ok()
@@ -285,6 +306,11 @@ impl Store {
 
     /// Groups, most recently seen first.
     pub async fn list_groups(&self, filter: &Filter) -> Result<Page<GroupSummary>> {
+        if filter.diagnosed.is_some() {
+            return Err(StoreError::Invalid(
+                "`diagnosed` filters incidents, not groups".into(),
+            ));
+        }
         let mut w = Where::new();
         if let Some(c) = &filter.class {
             w.push("g.class = ?", Value::Text(c.clone()));

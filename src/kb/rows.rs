@@ -38,10 +38,12 @@ pub struct IncidentSummary {
     pub summary: Option<String>,
     /// Lines in the log.
     pub lines: i64,
+    /// A rule found a root cause or a symptom (context alone is no diagnosis).
+    pub diagnosed: bool,
 }
 
 /// Columns selected for an [`IncidentSummary`], in order.
-pub const INCIDENT_COLUMNS: &str = "i.id, i.created_at, i.group_id, i.project, i.source, i.commit_sha, i.job_url, i.tags, i.class, i.rule, i.confidence, i.title, i.summary, i.lines";
+pub const INCIDENT_COLUMNS: &str = "i.id, i.created_at, i.group_id, i.project, i.source, i.commit_sha, i.job_url, i.tags, i.class, i.rule, i.confidence, i.title, i.summary, i.lines, i.diagnosed";
 
 impl IncidentSummary {
     pub(crate) fn from_row(row: &AnyRow) -> Result<Self, sqlx::Error> {
@@ -61,6 +63,7 @@ impl IncidentSummary {
             title: row.try_get(11)?,
             summary: row.try_get(12)?,
             lines: row.try_get(13)?,
+            diagnosed: row.try_get::<i64, _>(14)? != 0,
         })
     }
 }
@@ -280,9 +283,45 @@ pub struct Page<T> {
     pub next_offset: Option<i64>,
 }
 
+/// How much of what was submitted the rule base explains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Counted from this time (Unix ms).
+    pub since: i64,
+    /// Incidents stored since then.
+    pub incidents: i64,
+    /// Those of them in which a rule found a root cause or a symptom.
+    pub diagnosed: i64,
+}
+
+impl Coverage {
+    /// Incidents no rule explained.
+    pub fn undiagnosed(&self) -> i64 {
+        self.incidents - self.diagnosed
+    }
+
+    /// The diagnosed share in percent, rounded down to one decimal (none without incidents).
+    pub fn percent(&self) -> Option<f64> {
+        (self.incidents > 0).then(|| (self.diagnosed * 1000 / self.incidents) as f64 / 10.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coverage_is_a_share_rounded_down_and_none_without_incidents() {
+        let c = |incidents, diagnosed| Coverage {
+            since: 0,
+            incidents,
+            diagnosed,
+        };
+        assert_eq!(c(3, 2).percent(), Some(66.6));
+        assert_eq!(c(1000, 999).undiagnosed(), 1);
+        assert_eq!(c(1000, 999).percent(), Some(99.9), "never rounded up to 100");
+        assert_eq!(c(0, 0).percent(), None);
+    }
 
     #[test]
     fn trends_compare_two_weeks() {

@@ -79,6 +79,8 @@ pub struct NewIncident {
     log_data: Vec<u8>,
     diagnosis: Vec<u8>,
     primary: Option<Primary>,
+    /// A rule found a root cause or a symptom.
+    diagnosed: bool,
     rules: Vec<(String, &'static str)>,
 }
 
@@ -144,6 +146,7 @@ impl NewIncident {
             log_data: compress(log.as_bytes()),
             diagnosis: compress(&serde_json::to_vec(diagnosis).unwrap_or_default()),
             primary,
+            diagnosed: diagnosis.is_diagnosed(),
             rules,
         }
     }
@@ -419,12 +422,13 @@ async fn insert_incidents(
                 Value::Text(p.map(|p| p.evidence.as_str())),
                 Value::Int(Some(i.log_lines)),
                 Value::Blob(&i.diagnosis),
+                Value::Int(Some(i64::from(i.diagnosed))),
             ]
         })
         .collect();
     let returned = insert_rows(
         tx,
-        "INSERT INTO incidents (created_at, group_id, log_hash, project, source, commit_sha, job_url, tags, class, rule, confidence, title, summary, evidence, lines, diagnosis) VALUES ",
+        "INSERT INTO incidents (created_at, group_id, log_hash, project, source, commit_sha, job_url, tags, class, rule, confidence, title, summary, evidence, lines, diagnosis, diagnosed) VALUES ",
         " RETURNING id",
         &rows,
     )

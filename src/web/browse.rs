@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::pages::{
-    CheckView, GroupPage, GroupRow, GroupsPage, Home, IncidentPage, IncidentRow, IncidentsPage, NoteView,
-    ProjectView, ReplayJobView, RuleHead, RulePage, RuleRow, RulesPage, VERSION,
+    CheckView, CoverageView, GroupPage, GroupRow, GroupsPage, Home, IncidentPage, IncidentRow, IncidentsPage,
+    NoteView, ProjectView, ReplayJobView, RuleHead, RulePage, RuleRow, RulesPage, VERSION,
 };
 use super::views::{FindingView, chart, fold_log, safe_url, verdict_word, when};
 use super::{Csrf, WebError, human_bytes};
@@ -23,6 +23,8 @@ use crate::model::{Confidence, Role};
 const DAY_MS: i64 = 86_400_000;
 /// Days of history in charts.
 const CHART_DAYS: i64 = 30;
+/// Days over which the start page counts the diagnosed share.
+const COVERAGE_DAYS: i64 = 30;
 
 fn id(raw: &str, what: &str) -> Result<i64, WebError> {
     raw.parse()
@@ -65,11 +67,19 @@ pub(super) async fn home(
             ..Filter::default()
         })
         .await?;
+    let coverage = state.store.coverage(now_ms() - COVERAGE_DAYS * DAY_MS).await?;
     Ok(Home {
         version: VERSION,
         csrf: csrf.0,
         max_upload: human_bytes(state.config.max_body_bytes),
         groups: groups.items.into_iter().map(group_row).collect(),
+        coverage: coverage.percent().map(|percent| CoverageView {
+            days: COVERAGE_DAYS,
+            incidents: coverage.incidents,
+            diagnosed: coverage.diagnosed,
+            undiagnosed: coverage.undiagnosed(),
+            percent: format!("{percent:.1}"),
+        }),
     })
 }
 
@@ -81,10 +91,24 @@ pub(super) struct ListQuery {
     class: String,
     project: String,
     since: String,
+    /// `yes`, `no` or empty (incidents only).
+    diagnosed: String,
     offset: Option<i64>,
 }
 
 impl ListQuery {
+    /// The incidents filter: the list filter plus whether a rule explained the incident.
+    fn incident_filter(&self) -> Filter {
+        Filter {
+            diagnosed: match self.diagnosed.as_str() {
+                "yes" => Some(true),
+                "no" => Some(false),
+                _ => None,
+            },
+            ..self.filter()
+        }
+    }
+
     fn filter(&self) -> Filter {
         let text = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_owned());
         Filter {
@@ -97,6 +121,7 @@ impl ListQuery {
                 .ok()
                 .map(|days| now_ms() - days * DAY_MS),
             q: text(&self.q),
+            diagnosed: None,
             limit: Some(50),
             offset: self.offset,
         }
@@ -113,11 +138,12 @@ impl ListQuery {
         };
         next.map(|o| {
             format!(
-                "{path}?q={}&class={}&project={}&since={}&offset={o}",
+                "{path}?q={}&class={}&project={}&since={}&diagnosed={}&offset={o}",
                 enc(&self.q),
                 enc(&self.class),
                 enc(&self.project),
-                enc(&self.since)
+                enc(&self.since),
+                enc(&self.diagnosed)
             )
         })
     }
@@ -127,7 +153,7 @@ pub(super) async fn incidents(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
 ) -> Result<IncidentsPage, WebError> {
-    let page = state.store.list_incidents(&query.filter()).await?;
+    let page = state.store.list_incidents(&query.incident_filter()).await?;
     Ok(IncidentsPage {
         version: VERSION,
         next_page: query.next_page("/incidents", page.next_offset),
@@ -146,6 +172,7 @@ pub(super) async fn incidents(
         class: query.class,
         project: query.project,
         since: query.since,
+        diagnosed: query.diagnosed,
     })
 }
 

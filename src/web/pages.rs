@@ -54,6 +54,23 @@ pub struct Home {
     pub max_upload: String,
     /// Recent groups.
     pub groups: Vec<GroupRow>,
+    /// How much of the recent incidents the rules explain (none without incidents).
+    pub coverage: Option<CoverageView>,
+}
+
+/// The diagnosed share of recent incidents, for the start page.
+#[derive(Debug, Clone)]
+pub struct CoverageView {
+    /// Days counted.
+    pub days: i64,
+    /// Incidents in those days.
+    pub incidents: i64,
+    /// Those a rule explained.
+    pub diagnosed: i64,
+    /// Those no rule explained.
+    pub undiagnosed: i64,
+    /// The diagnosed share, `95.9`.
+    pub percent: String,
 }
 
 /// `/signin`.
@@ -190,6 +207,8 @@ pub struct IncidentsPage {
     pub since: String,
     /// Since choices.
     pub since_options: Vec<(String, String)>,
+    /// Diagnosis filter: `yes`, `no` or empty.
+    pub diagnosed: String,
     /// Link to the next page.
     pub next_page: Option<String>,
 }

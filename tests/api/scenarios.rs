@@ -22,6 +22,7 @@ pub fn all(config: &Config) {
     analyze_reads_json_and_keeps_bad_input_out(&server);
     secrets_never_reach_storage(&server);
     incidents_groups_feedback_and_notes(&server);
+    undiagnosed_logs_wait_in_a_queue(&server);
     rules_and_backtests(&server);
     every_documented_operation_is_routed(&server);
 }
@@ -237,6 +238,48 @@ fn incidents_groups_feedback_and_notes(s: &TestServer) {
     let groups = s.get("/api/v1/groups?class=cuda.device_assert.index").json();
     assert_eq!(groups["items"][0]["id"], group);
     assert_eq!(s.get("/api/v1/groups/99999999").status, 404);
+}
+
+fn undiagnosed_logs_wait_in_a_queue(s: &TestServer) {
+    let unknown = s.post_log(
+        "/api/v1/analyze?project=queue",
+        "Traceback (most recent call last):\n  File \"/work/train.py\", line 9, in <module>\nKeyError: 'warmup_ratio'\n",
+    );
+    assert_eq!(unknown.status, 200, "{}", unknown.body);
+    let id = unknown.json()["incident_id"].clone();
+    assert!(id.is_i64());
+    let ids = |query: &str| -> Vec<serde_json::Value> {
+        let page = s.get(&format!("/api/v1/incidents?{query}")).json();
+        page["items"]
+            .as_array()
+            .map(|items| items.iter().map(|i| i["id"].clone()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(ids("diagnosed=false&project=queue"), vec![id.clone()]);
+    let queued = s.get("/api/v1/incidents?project=queue").json();
+    assert_eq!(queued["items"][0]["diagnosed"], false);
+    let vision = s.get("/api/v1/incidents?project=vision").json();
+    assert_eq!(vision["items"][0]["diagnosed"], true);
+    assert!(ids("diagnosed=false").contains(&id));
+    assert!(!ids("diagnosed=true").contains(&id));
+    assert!(
+        ids("diagnosed=false&project=vision").is_empty(),
+        "both device-side asserts of that project were diagnosed"
+    );
+
+    let on_groups = s.get("/api/v1/groups?diagnosed=false");
+    assert_eq!(
+        (on_groups.status, on_groups.json()["error"].clone()),
+        (400, json!("bad_request"))
+    );
+    assert_eq!(s.get("/api/v1/incidents?diagnosed=maybe").status, 400);
+
+    let metrics = s.get("/metrics").body;
+    let undiagnosed = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("faultline_analyses_undiagnosed_total "))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(undiagnosed.is_some_and(|n| n >= 1), "{metrics}");
 }
 
 fn rules_and_backtests(s: &TestServer) {
