@@ -36,7 +36,7 @@ fn pieces(log: &[u8]) -> Vec<&[u8]> {
     let mut out = Vec::new();
     let mut rest = log;
     while !rest.is_empty() {
-        let cut = rest.len().min(2 << 20);
+        let cut = rest.len().min(256 << 10);
         let end = memchr::memrchr(b'\n', &rest[..cut]).map_or(cut, |i| i + 1);
         let end = if cut == rest.len() { cut } else { end };
         out.push(&rest[..end]);

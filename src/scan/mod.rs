@@ -21,8 +21,10 @@ use std::ops::Range;
 use crate::model::Warning;
 use crate::normalize::{Line, Normalizer};
 
-/// Bytes read per block.
-const BLOCK_BYTES: usize = 4 << 20;
+/// Bytes read per block. Small enough to stay in a core's cache while the two threads of a
+/// large scan pass it from one to the other, and for the second thread to start soon: 4 MiB
+/// blocks made the 100 MB analysis ~7 % slower.
+const BLOCK_BYTES: usize = 512 << 10;
 
 /// Lines longer than this are cut for processing (the rest of the line is skipped).
 pub const MAX_LINE_BYTES: usize = 64 << 10;
