@@ -237,6 +237,7 @@ mod tests {
                     links: vec![],
                 })
                 .collect(),
+            unexplained_error: None,
             environment: Default::default(),
             warnings: vec![],
         }

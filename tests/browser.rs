@@ -134,7 +134,10 @@ fn the_start_page_counts_what_the_rules_explain_and_links_the_rest() {
     );
     let known = server.post_log("/api/v1/analyze", OOM).json()["incident_id"].clone();
     let unknown = server
-        .post_log("/api/v1/analyze", "KeyError: 'warmup_ratio'\n")
+        .post_log(
+            "/api/v1/analyze",
+            "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\nKeyError: warmup_ratio\n",
+        )
         .json()["incident_id"]
         .clone();
     let home = server.get("/").body;
@@ -152,6 +155,16 @@ fn the_start_page_counts_what_the_rules_explain_and_links_the_rest() {
         "{queue}"
     );
     assert!(queue.contains("the failures the rule base does not know"));
+    assert!(
+        queue.contains("no diagnosis: KeyError: warmup_ratio"),
+        "the queue shows the error the log ends with: {queue}"
+    );
+    let page = server.get(&format!("/incidents/{unknown}")).body;
+    assert!(
+        page.contains("last error is <a href=\"#L3\">line 3</a>: <code>KeyError: warmup_ratio</code>")
+            && page.contains("id=\"L3\""),
+        "{page}"
+    );
     let explained = server.get("/incidents?diagnosed=yes").body;
     assert!(explained.contains(&format!("href=\"/incidents/{known}\"")));
     assert!(!explained.contains(&format!("href=\"/incidents/{unknown}\"")));

@@ -266,7 +266,7 @@ async fn a_batch_keeps_each_incident_with_its_own_row_on_postgres() {
 async fn the_undiagnosed_incidents_form_a_queue_and_a_share(store: Store) {
     let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
     let (writer, task) = Writer::spawn(store.clone(), 64);
-    let warning_only = "UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment\nValueError: the config has no field 'warmup'\n";
+    let warning_only = "UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment\nTraceback (most recent call last):\n  File \"train.py\", line 2, in <module>\nValueError: the config has no field 'warmup'\n";
     let mut stored = Vec::new();
     for log in [OOM, "all good\n", warning_only, ASSERT] {
         let written = writer.write(incident(&rules, log, "nlp")).await;
@@ -292,6 +292,24 @@ async fn the_undiagnosed_incidents_form_a_queue_and_a_share(store: Store) {
         "the log with only a warning and the log with nothing known, newest first"
     );
     assert_eq!(ids(true).await, vec![stored[3], stored[0]]);
+
+    // The queue shows, and search finds, the error a log with no diagnosis ends with.
+    let warning = store.incident(stored[2]).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        warning.incident.unexplained_error.as_deref(),
+        Some("ValueError: the config has no field 'warmup'")
+    );
+    let searched = store
+        .list_incidents(&Filter {
+            q: Some("warmup".into()),
+            ..Filter::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        searched.items.iter().map(|i| i.id).collect::<Vec<_>>(),
+        vec![stored[2]]
+    );
 
     let coverage = store.coverage(0).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((coverage.incidents, coverage.diagnosed), (4, 2));

@@ -146,17 +146,20 @@ pub fn spec() -> Value {
                 "AnalyzeRequest": { "type": "object", "required": ["log"], "properties": {
                     "log": { "type": "string" }, "project": { "type": "string" }, "source": { "type": "string" },
                     "commit": { "type": "string" }, "job_url": { "type": "string" }, "tags": { "type": "array", "items": { "type": "string" } } } },
+                "EvidenceLine": { "type": "object", "required": ["line", "text"], "properties": {
+                    "line": { "type": "integer" }, "text": { "type": "string" }, "rank": { "type": "integer" }, "repeats": { "type": "integer" } } },
                 "Finding": { "type": "object", "required": ["rule", "class", "role", "confidence", "evidence", "causes", "fixes"], "properties": {
                     "rule": { "type": "string" }, "class": { "type": "string" }, "title": { "type": "string" }, "summary": { "type": "string" },
                     "role": { "enum": ["root", "symptom", "context"] }, "confidence": { "enum": ["high", "medium", "low"] },
                     "tier": { "enum": ["pattern", "confirmed", "refuted"] },
-                    "evidence": { "type": "array", "items": { "type": "object", "properties": { "line": { "type": "integer" }, "text": { "type": "string" } } } },
+                    "evidence": { "type": "array", "items": { "$ref": "#/components/schemas/EvidenceLine" } },
                     "captures": { "type": "object", "additionalProperties": { "type": "string" } },
                     "causes": { "type": "array", "items": { "type": "object" } }, "fixes": { "type": "array", "items": { "type": "object" } },
                     "next_artifact": { "type": "string" } } },
                 "Diagnosis": { "type": "object", "required": ["format_version", "lines", "findings"], "properties": {
                     "format_version": { "type": "integer" }, "lines": { "type": "integer" }, "bytes": { "type": "integer" },
                     "fingerprint": { "type": "string" }, "findings": { "type": "array", "items": { "$ref": "#/components/schemas/Finding" } },
+                    "unexplained_error": { "description": "with no root cause or symptom found: the exception the log's last traceback ends with", "$ref": "#/components/schemas/EvidenceLine" },
                     "environment": { "type": "object" }, "warnings": { "type": "array" } } },
                 "AnalyzeResponse": { "allOf": [ { "$ref": "#/components/schemas/Diagnosis" }, { "type": "object", "properties": {
                     "incident_id": { "type": "integer" }, "group_id": { "type": "integer" }, "new_group": { "type": "boolean" } } } ] },
@@ -164,7 +167,8 @@ pub fn spec() -> Value {
                     "id": { "type": "integer" }, "created_at": { "type": "integer" }, "group_id": { "type": ["integer", "null"] },
                     "project": { "type": ["string", "null"] }, "class": { "type": ["string", "null"] }, "rule": { "type": ["string", "null"] },
                     "title": { "type": ["string", "null"] }, "tags": { "type": "array", "items": { "type": "string" } },
-                    "diagnosed": { "type": "boolean", "description": "a rule found a root cause or a symptom" } } },
+                    "diagnosed": { "type": "boolean", "description": "a rule found a root cause or a symptom" },
+                    "unexplained_error": { "type": "string", "description": "when not diagnosed: the exception the log ends with" } } },
                 "IncidentPage": { "type": "object", "properties": { "items": { "type": "array", "items": { "$ref": "#/components/schemas/IncidentSummary" } }, "next_offset": { "type": ["integer", "null"] } } },
                 "Incident": { "allOf": [ { "$ref": "#/components/schemas/IncidentSummary" }, { "type": "object", "properties": {
                     "log": { "type": "string" }, "diagnosis": { "$ref": "#/components/schemas/Diagnosis" },

@@ -14,7 +14,7 @@ pub use rank::class_matches;
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use crate::model::{Cause, DIAGNOSIS_FORMAT_VERSION, Diagnosis, EventKind, Finding, Fix, Role};
+use crate::model::{Cause, DIAGNOSIS_FORMAT_VERSION, Diagnosis, EventKind, EvidenceLine, Finding, Fix, Role};
 use crate::parse::{Parsed, Parser};
 use crate::rules::matcher::{Match, Matcher};
 use crate::rules::{Rule, RuleSet};
@@ -87,18 +87,23 @@ fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis 
             // Seen only in warnings, all before a failure no rule explains: context.
             let before = unexplained
                 .as_ref()
-                .filter(|(line, _)| m.only_warnings && m.evidence.iter().all(|e| e.line < *line));
+                .filter(|error| m.only_warnings && m.evidence.iter().all(|e| e.line < error.line));
             let mut f = finding(&rules.rules()[m.rule], m, &environment);
-            if let Some((line, text)) = before {
+            if let Some(error) = before {
                 f.role = Role::Context;
-                f.confidence_reasons
-                    .push(format!("a warning before another failure (line {line}: {text})"));
+                f.confidence_reasons.push(format!(
+                    "a warning before another failure (line {}: {})",
+                    error.line, error.text
+                ));
             }
             f
         })
         .collect();
     let no_yields: &[String] = &[];
     let findings = rank::rank(findings, |id| rules.rule(id).map_or(no_yields, |r| &r.yields_to));
+    // Only where nothing else is named: a diagnosed log's last error is often the same failure
+    // worded by a wrapper, which the finding explains though it is not its evidence.
+    let unexplained_error = unexplained.filter(|_| findings.iter().all(|f| f.role == Role::Context));
     let fingerprint = findings
         .first()
         .map(|primary| fingerprint(primary, &parsed.events));
@@ -108,6 +113,7 @@ fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis 
         bytes: parsed.bytes,
         fingerprint,
         findings,
+        unexplained_error,
         environment,
         warnings: parsed.warnings.clone(),
     }
@@ -115,7 +121,7 @@ fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis 
 
 /// The exception the log's last traceback ends with, when no rule explains it (none has it as
 /// evidence): a finding seen only in warnings before it did not cause it, so it is only context.
-fn unexplained_final_error(parsed: &Parsed, matches: &[Match]) -> Option<(u64, String)> {
+fn unexplained_final_error(parsed: &Parsed, matches: &[Match]) -> Option<EvidenceLine> {
     let last = parsed.events.iter().rev().find_map(|e| match &e.kind {
         EventKind::Traceback(t) => t.final_exception(),
         _ => None,
@@ -123,11 +129,11 @@ fn unexplained_final_error(parsed: &Parsed, matches: &[Match]) -> Option<(u64, S
     let explained = matches
         .iter()
         .any(|m| !m.only_warnings && m.evidence.iter().any(|e| e.line >= last.line));
-    (!explained).then(|| {
-        (
-            last.line,
-            crate::model::clipped_text(&last.line_text()).into_owned(),
-        )
+    (!explained).then(|| EvidenceLine {
+        line: last.line,
+        text: crate::model::clipped_text(&last.line_text()).into_owned(),
+        rank: None,
+        repeats: None,
     })
 }
 

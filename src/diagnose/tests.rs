@@ -140,3 +140,34 @@ torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 ha
         "only a warning before an unexplained failure is demoted: {cudnn:?}"
     );
 }
+
+#[test]
+fn a_log_with_no_diagnosis_points_at_the_error_it_ends_with() {
+    let d = analyze_str(
+        &rules(),
+        "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    cfg = CONFIGS[name]\nKeyError: 'warmup_ratio'\n",
+    );
+    assert!(!d.is_diagnosed());
+    let error = d.unexplained_error.as_ref().map(|e| (e.line, e.text.as_str()));
+    assert_eq!(error, Some((4, "KeyError: 'warmup_ratio'")));
+    let text = crate::output::human(&d, "train.log");
+    assert!(
+        text.contains("Its last error, line 4: KeyError: 'warmup_ratio'"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_diagnosed_log_names_no_unexplained_error() {
+    let d = analyze_str(
+        &rules(),
+        "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n",
+    );
+    assert!(d.is_diagnosed());
+    assert_eq!(d.unexplained_error, None);
+    let logged = analyze_str(&rules(), "all good\n");
+    assert_eq!(
+        logged.unexplained_error, None,
+        "no traceback, nothing to point at"
+    );
+}

@@ -214,8 +214,8 @@ impl Store {
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("incident {id}")))?;
         let incident = IncidentSummary::from_row(&row)?;
-        let log: Vec<u8> = row.try_get(15)?;
-        let diagnosis: Vec<u8> = row.try_get(16)?;
+        let log: Vec<u8> = row.try_get(16)?;
+        let diagnosis: Vec<u8> = row.try_get(17)?;
         let log = decompress(&log).map_err(|e| StoreError::Corrupt(format!("log of incident {id}: {e}")))?;
         let diagnosis = decompress(&diagnosis)
             .ok()

@@ -40,10 +40,13 @@ pub struct IncidentSummary {
     pub lines: i64,
     /// A rule found a root cause or a symptom (context alone is no diagnosis).
     pub diagnosed: bool,
+    /// When undiagnosed, the exception the log ends with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexplained_error: Option<String>,
 }
 
 /// Columns selected for an [`IncidentSummary`], in order.
-pub const INCIDENT_COLUMNS: &str = "i.id, i.created_at, i.group_id, i.project, i.source, i.commit_sha, i.job_url, i.tags, i.class, i.rule, i.confidence, i.title, i.summary, i.lines, i.diagnosed";
+pub const INCIDENT_COLUMNS: &str = "i.id, i.created_at, i.group_id, i.project, i.source, i.commit_sha, i.job_url, i.tags, i.class, i.rule, i.confidence, i.title, i.summary, i.lines, i.diagnosed, i.unexplained_error";
 
 impl IncidentSummary {
     pub(crate) fn from_row(row: &AnyRow) -> Result<Self, sqlx::Error> {
@@ -64,6 +67,7 @@ impl IncidentSummary {
             summary: row.try_get(12)?,
             lines: row.try_get(13)?,
             diagnosed: row.try_get::<i64, _>(14)? != 0,
+            unexplained_error: row.try_get(15)?,
         })
     }
 }

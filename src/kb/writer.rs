@@ -81,6 +81,10 @@ pub struct NewIncident {
     primary: Option<Primary>,
     /// A rule found a root cause or a symptom.
     diagnosed: bool,
+    /// When undiagnosed, the exception the log ends with.
+    unexplained_error: Option<String>,
+    /// The lines search reads: the primary finding's evidence, and the unexplained error.
+    evidence: Option<String>,
     rules: Vec<(String, &'static str)>,
 }
 
@@ -91,7 +95,6 @@ struct Primary {
     confidence: &'static str,
     title: String,
     summary: String,
-    evidence: String,
     fingerprint: String,
     message: String,
 }
@@ -113,12 +116,6 @@ impl NewIncident {
                 },
                 title: f.title.clone(),
                 summary: f.summary.clone(),
-                evidence: f
-                    .evidence
-                    .iter()
-                    .map(|e| e.text.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
                 fingerprint: fp.clone(),
                 message: f
                     .evidence
@@ -147,9 +144,22 @@ impl NewIncident {
             diagnosis: compress(&serde_json::to_vec(diagnosis).unwrap_or_default()),
             primary,
             diagnosed: diagnosis.is_diagnosed(),
+            unexplained_error: diagnosis.unexplained_error.as_ref().map(|e| e.text.clone()),
+            evidence: searched_lines(diagnosis),
             rules,
         }
     }
+}
+
+/// The lines that text search finds an incident by: its primary finding's evidence, and the
+/// last error of a log with no diagnosis.
+fn searched_lines(diagnosis: &Diagnosis) -> Option<String> {
+    let evidence = diagnosis.primary().into_iter().flat_map(|f| &f.evidence);
+    let lines: Vec<&str> = evidence
+        .chain(&diagnosis.unexplained_error)
+        .map(|e| e.text.as_str())
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// Where an incident went.
@@ -254,7 +264,7 @@ async fn write_batch(store: &Store, incidents: &[&NewIncident]) -> Result<Vec<St
                     Value::Int(Some(id)),
                     Value::Text(p.map(|p| p.title.as_str())),
                     Value::Text(p.map(|p| p.summary.as_str())),
-                    Value::Text(p.map(|p| p.evidence.as_str())),
+                    Value::Text(i.evidence.as_deref()),
                     Value::Text(i.meta.project.as_deref()),
                 ]
             })
@@ -419,16 +429,17 @@ async fn insert_incidents(
                 Value::Text(p.map(|p| p.confidence)),
                 Value::Text(p.map(|p| p.title.as_str())),
                 Value::Text(p.map(|p| p.summary.as_str())),
-                Value::Text(p.map(|p| p.evidence.as_str())),
+                Value::Text(i.evidence.as_deref()),
                 Value::Int(Some(i.log_lines)),
                 Value::Blob(&i.diagnosis),
                 Value::Int(Some(i64::from(i.diagnosed))),
+                Value::Text(i.unexplained_error.as_deref()),
             ]
         })
         .collect();
     let returned = insert_rows(
         tx,
-        "INSERT INTO incidents (created_at, group_id, log_hash, project, source, commit_sha, job_url, tags, class, rule, confidence, title, summary, evidence, lines, diagnosis, diagnosed) VALUES ",
+        "INSERT INTO incidents (created_at, group_id, log_hash, project, source, commit_sha, job_url, tags, class, rule, confidence, title, summary, evidence, lines, diagnosis, diagnosed, unexplained_error) VALUES ",
         " RETURNING id",
         &rows,
     )

@@ -200,6 +200,10 @@ pub struct Diagnosis {
     pub fingerprint: Option<String>,
     /// Findings, root causes first.
     pub findings: Vec<Finding>,
+    /// In a log with no diagnosis (no root cause or symptom), the exception its last traceback
+    /// ends with, when no finding has it as evidence: where to look first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexplained_error: Option<EvidenceLine>,
     /// Versions and GPUs named in the log (`torch`, `cuda`, `gpu`, …).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, Vec<String>>,

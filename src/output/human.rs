@@ -23,11 +23,15 @@ pub fn human(diagnosis: &Diagnosis, source: &str) -> String {
     );
     if !diagnosis.is_diagnosed() {
         let _ = writeln!(out, "\nNo known GPU / PyTorch failure found in this log.");
+        if let Some(error) = &diagnosis.unexplained_error {
+            let _ = writeln!(out, "Its last error, line {}: {}", error.line, error.text);
+        }
     }
     for (i, finding) in diagnosis.findings.iter().enumerate() {
         out.push('\n');
         write_finding(&mut out, finding, i == 0);
     }
+
     if !diagnosis.environment.is_empty() {
         let env: Vec<String> = diagnosis
             .environment

@@ -45,7 +45,11 @@ fn group_row(g: GroupSummary) -> GroupRow {
 fn incident_row(i: IncidentSummary) -> IncidentRow {
     IncidentRow {
         id: i.id,
-        title: i.title.unwrap_or_else(|| "no diagnosis".to_owned()),
+        title: match (i.diagnosed, i.unexplained_error, i.title) {
+            (false, Some(error), _) => format!("no diagnosis: {error}"),
+            (_, _, Some(title)) => title,
+            _ => "no diagnosis".to_owned(),
+        },
         class: i.class.unwrap_or_default(),
         project: i.project.unwrap_or_default(),
         when: when(i.created_at),
@@ -194,7 +198,9 @@ pub(super) async fn incident(
     let evidence: BTreeSet<u64> = d
         .findings
         .iter()
-        .flat_map(|f| f.evidence.iter().map(|e| e.line))
+        .flat_map(|f| &f.evidence)
+        .chain(&d.unexplained_error)
+        .map(|e| e.line)
         .collect();
     let primary = d
         .findings
@@ -237,6 +243,7 @@ pub(super) async fn incident(
         values: primary
             .map(|f| f.captures.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default(),
+        unexplained_error: d.unexplained_error.as_ref().map(|e| (e.line, e.text.clone())),
         lines: d.lines,
         segments: fold_log(&detail.log, &evidence),
         feedback_saved: query.feedback == "saved",

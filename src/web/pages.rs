@@ -32,7 +32,7 @@ pub struct GroupRow {
 pub struct IncidentRow {
     /// Id.
     pub id: i64,
-    /// Title (or "no diagnosis").
+    /// Title (or "no diagnosis", with the log's last error when known).
     pub title: String,
     /// Class.
     pub class: String,
@@ -117,6 +117,8 @@ pub struct IncidentPage {
     pub primary: Option<FindingView>,
     /// Other findings.
     pub others: Vec<FindingView>,
+    /// With no diagnosis, the log's last error: (line, text).
+    pub unexplained_error: Option<(u64, String)>,
     /// Captured values.
     pub values: Vec<(String, String)>,
     /// Lines in the log.

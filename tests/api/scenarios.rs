@@ -355,6 +355,13 @@ expect = { matched = true }
 fn every_documented_operation_is_routed(s: &TestServer) {
     let spec = s.get("/api/v1/openapi.json").json();
     assert_eq!(spec["openapi"], "3.1.0");
+    let mut refs = Vec::new();
+    collect_refs(&spec, &mut refs);
+    assert!(refs.len() > 10);
+    for target in refs {
+        let pointer = target.strip_prefix('#').unwrap_or(&target);
+        assert!(spec.pointer(pointer).is_some(), "{target} points nowhere");
+    }
     let paths = spec["paths"].as_object().cloned().unwrap_or_default();
     assert!(paths.len() >= 15);
     for (path, ops) in &paths {
@@ -426,4 +433,18 @@ pub fn limits(db: &TempDb) {
             .and_then(|v| v.parse::<u64>().ok())
             .is_some_and(|s| s >= 1)
     );
+}
+
+/// Every `$ref` of a JSON document.
+fn collect_refs(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if let Some(target) = map.get("$ref").and_then(|r| r.as_str()) {
+                out.push(target.to_owned());
+            }
+            map.values().for_each(|v| collect_refs(v, out));
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
+    }
 }
