@@ -173,9 +173,7 @@ async fn knowledge_base_works_on(store: Store) {
 #[tokio::test]
 async fn the_knowledge_base_works_on_sqlite() {
     let db = support::TempDb::new("kb");
-    let store = Store::open_and_migrate(&db.url(), &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let store = db.store().await;
     // Migrating twice is a no-op.
     assert!(store.migrate().await.is_ok());
     knowledge_base_works_on(store).await;
@@ -247,9 +245,7 @@ async fn a_batch_keeps_each_incident_with_its_own_row(store: Store) {
 #[tokio::test]
 async fn a_batch_keeps_each_incident_with_its_own_row_on_sqlite() {
     let db = support::TempDb::new("kb-batch");
-    let store = Store::open_and_migrate(&db.url(), &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let store = db.store().await;
     a_batch_keeps_each_incident_with_its_own_row(store).await;
 }
 
@@ -339,9 +335,7 @@ async fn the_undiagnosed_incidents_form_a_queue_and_a_share(store: Store) {
 #[tokio::test]
 async fn the_undiagnosed_incidents_form_a_queue_and_a_share_on_sqlite() {
     let db = support::TempDb::new("kb-queue");
-    let store = Store::open_and_migrate(&db.url(), &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let store = db.store().await;
     the_undiagnosed_incidents_form_a_queue_and_a_share(store).await;
 }
 

@@ -239,9 +239,7 @@ async fn jobs_are_leased_once_and_finish_once(store: Store) {
 #[tokio::test]
 async fn jobs_are_leased_once_and_finish_once_on_sqlite() {
     let db = support::TempDb::new("replay-jobs");
-    let store = Store::open_and_migrate(&db.url(), &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let store = db.store().await;
     jobs_are_leased_once_and_finish_once(store).await;
 }
 
@@ -256,9 +254,7 @@ async fn jobs_are_leased_once_and_finish_once_on_postgres() {
 /// A migrated SQLite knowledge base and a snapshot folder beside it.
 async fn sqlite_with_snapshots(name: &str) -> (support::TempDb, Store, SnapshotStore) {
     let db = support::TempDb::new(name);
-    let store = Store::open_and_migrate(&db.url(), &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let store = db.store().await;
     let objects = SnapshotStore::local(&db.dir.join("snapshots")).unwrap_or_else(|e| panic!("{e}"));
     (db, store, objects)
 }

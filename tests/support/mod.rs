@@ -30,6 +30,13 @@ impl TempDb {
     pub fn url(&self) -> String {
         format!("sqlite://{}", self.dir.join("faultline.db").display())
     }
+
+    /// The knowledge base in this directory, migrated.
+    pub async fn store(&self) -> Store {
+        Store::open_and_migrate(&self.url(), &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
 }
 
 impl Drop for TempDb {
