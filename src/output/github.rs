@@ -1,5 +1,6 @@
 //! GitHub Actions workflow commands (`::error file=…,line=…,title=…::message`), one per finding,
-//! so a CI job's summary shows the diagnosis next to the log.
+//! so a CI job's summary shows the diagnosis next to the log; a log with no diagnosis gets a
+//! notice at the error it ends with.
 
 use crate::model::{Diagnosis, Role, Severity};
 
@@ -38,6 +39,20 @@ pub fn github_annotations(diagnosis: &Diagnosis, source: &str) -> String {
         ));
         out.push_str(&format!("::{command} {}::{}\n", props.join(","), data(&message)));
     }
+    if let Some(error) = &diagnosis.unexplained_error {
+        // Nothing known: a notice still says so in the job's summary, at the error to read.
+        let mut props = Vec::new();
+        if source != "-" {
+            props.push(format!("file={}", property(source)));
+        }
+        props.push(format!("line={}", error.line));
+        props.push(format!(
+            "title={}",
+            property("faultline: no known GPU / PyTorch failure")
+        ));
+        let message = format!("The log's last error, which no rule explains: {}", error.text);
+        out.push_str(&format!("::notice {}::{}\n", props.join(","), data(&message)));
+    }
     out
 }
 
@@ -54,6 +69,34 @@ fn property(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_with_no_diagnosis_gets_a_notice_at_its_last_error() {
+        let diagnosis = Diagnosis {
+            format_version: 1,
+            lines: 3,
+            bytes: 60,
+            fingerprint: None,
+            findings: Vec::new(),
+            unexplained_error: Some(crate::model::EvidenceLine {
+                line: 3,
+                text: "KeyError: 'warmup_ratio'".into(),
+                rank: None,
+                repeats: None,
+            }),
+            environment: Default::default(),
+            warnings: Vec::new(),
+        };
+        assert_eq!(
+            github_annotations(&diagnosis, "logs/train.log"),
+            "::notice file=logs/train.log,line=3,title=faultline%3A no known GPU / PyTorch failure::The log's last error, which no rule explains: KeyError: 'warmup_ratio'\n"
+        );
+        let nothing = Diagnosis {
+            unexplained_error: None,
+            ..diagnosis
+        };
+        assert_eq!(github_annotations(&nothing, "-"), "");
+    }
 
     #[test]
     fn messages_and_properties_are_escaped() {
