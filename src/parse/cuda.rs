@@ -10,7 +10,9 @@ use crate::normalize::Line;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"Assertion [`'].*[`'] failed",
+        // The second form is a device assertion line cut after its expression (a log viewer's
+        // line limit, a paste cut short): the thread grid before it says what it is.
+        trigger: r"Assertion [`'].*[`'] failed|thread: \[[^\]]*\] Assertion [`'][^`']+[`']",
         handle: assertion,
     },
     Extractor {
@@ -187,11 +189,12 @@ fn known_by_message(message: &str) -> Option<&'static (&'static str, &'static st
 
 fn assertion(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
-    let Some(expression) = assertion_expression(text) else {
+    let grid = thread_grid(text);
+    let expression = assertion_expression(text).or_else(|| grid.and_then(|_| cut_assertion_expression(text)));
+    let Some(expression) = expression else {
         return;
     };
     let location = source_location(text);
-    let grid = thread_grid(text);
     if grid.is_none() && is_host_assertion(text, location.as_ref().map(|l| l.ext)) {
         return;
     }
@@ -377,6 +380,19 @@ fn assertion_expression(text: &str) -> Option<&str> {
         }
     }
     best
+}
+
+/// The expression of an assertion line cut after it: "Assertion `expr`" and at most the start of
+/// " failed." after it, up to the end of the line.
+fn cut_assertion_expression(text: &str) -> Option<&str> {
+    let start = text.rfind("Assertion ")?;
+    let after = &text[start + "Assertion ".len()..];
+    let quote = after.chars().next().filter(|c| matches!(c, '`' | '\''))?;
+    let body = &after[1..];
+    let end = body.find(quote)?;
+    let rest = body[end + 1..].trim_end();
+    let expression = &body[..end];
+    (" failed.".starts_with(rest) && !expression.is_empty()).then_some(expression)
 }
 
 /// `void indexSelectSmallIndex(TensorInfo<T, IndexType>, …) [with T = float]` → `indexSelectSmallIndex`.
@@ -758,6 +774,35 @@ mod tests {
             a.expression,
             "-sizes[i] <= index && index < sizes[i] && \"index out of bounds\""
         );
+    }
+
+    #[test]
+    fn a_device_assertion_line_cut_after_its_expression_is_still_read() {
+        for cut in ["", " ", " f", " fail", " failed"] {
+            let a = only_assert(&format!(
+                "/opt/conda/conda-bld/pytorch_1708025847130/work/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [14,0,0] Assertion `t >= 0 && t < n_classes`{cut}"
+            ));
+            assert_eq!(a.expression, "t >= 0 && t < n_classes", "{cut:?}");
+            assert_eq!(
+                a.function.as_deref(),
+                Some("nll_loss_forward_reduce_cuda_kernel_2d")
+            );
+        }
+    }
+
+    #[test]
+    fn a_cut_line_without_the_thread_grid_or_with_other_words_after_is_no_assertion() {
+        for line in [
+            "Assertion `t >= 0 && t < n_classes` fail",
+            "/a/Loss.cu:250: k: block: [0,0,0], thread: [14,0,0] Assertion `t >= 0` was checked",
+            "/a/Loss.cu:250: k: block: [0,0,0], thread: [14,0,0] Assertion `t >= 0 && t < n_cl",
+        ] {
+            let events = parse_str(line).events;
+            assert!(
+                !events.iter().any(|e| matches!(e.kind, EventKind::CudaAssert(_))),
+                "{line}: {events:?}"
+            );
+        }
     }
 
     #[test]
