@@ -39,6 +39,7 @@ pub struct IncidentSummary {
     /// Lines in the log.
     pub lines: i64,
     /// A rule found a root cause or a symptom (context alone is no diagnosis).
+    #[serde(default)]
     pub diagnosed: bool,
     /// When undiagnosed, the exception the log ends with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
