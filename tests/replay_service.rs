@@ -624,7 +624,7 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
     // The incident page shows the verdicts and the form.
     let page = s.get(&format!("/incidents/{incident}")).body;
     assert!(
-        page.contains("action=\"/incidents/"),
+        page.contains(&format!("action=\"/incidents/{incident}/snapshots\"")),
         "the page has the snapshot form"
     );
     assert!(page.contains("refuted"), "the latest job's verdict is shown");
@@ -632,6 +632,31 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
         page.contains(CONFIRMED.replace('>', "&#62;").as_str()),
         "the first job's summary is shown"
     );
+
+    // A diagnosis none of whose causes has a check: the page offers no form and says why, and a
+    // snapshot sent anyway through the API is done with nothing checked.
+    let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
+    let oom_incident = s.post_log("/api/v1/analyze", oom).json()["incident_id"].clone();
+    let sent = s.call(
+        "POST",
+        &format!("/api/v1/incidents/{oom_incident}/snapshots?num_classes=2"),
+        Some("application/octet-stream"),
+        &plain,
+        true,
+    );
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    let job = finished_job(&s, sent.json()["status_url"].as_str().unwrap_or_default());
+    assert_eq!(
+        (job["state"].clone(), job["results"].clone()),
+        (serde_json::json!("done"), serde_json::json!([]))
+    );
+    let page = s.get(&format!("/incidents/{oom_incident}")).body;
+    assert!(
+        !page.contains(&format!("action=\"/incidents/{oom_incident}/snapshots\""))
+            && page.contains("so a snapshot would not be checked"),
+        "{page}"
+    );
+    assert!(page.contains("Done, with nothing checked"), "{page}");
 }
 
 fn faultline() -> std::process::Command {

@@ -262,6 +262,11 @@ pub(super) async fn incident(
         similar: similar.into_iter().map(incident_row).collect(),
         replay,
         snapshot_queued: query.snapshot == "queued",
+        replayable: d
+            .findings
+            .iter()
+            .flat_map(|f| &f.causes)
+            .any(|c| c.replay.is_some()),
         max_snapshot: human_bytes(state.config.snapshot_max_bytes),
     })
 }

@@ -149,6 +149,8 @@ pub struct IncidentPage {
     pub replay: Vec<ReplayJobView>,
     /// A snapshot was just uploaded.
     pub snapshot_queued: bool,
+    /// Some cause of the diagnosis names a replay check: a snapshot would be checked.
+    pub replayable: bool,
     /// Snapshot upload limit in words.
     pub max_snapshot: String,
 }
