@@ -20,7 +20,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in \w+: \d+ \(|cuda failed with error \d+ |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: ",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: ",
         handle: numbered_error,
     },
     Extractor {
@@ -40,7 +40,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: driver_error,
     },
     Extractor {
-        trigger: r"(?:cuda|hip)Error[A-Z]\w+",
+        trigger: r"(?:cuda|hip)Error[A-Z]\w+|HIP_ERROR_[A-Z]\w+",
         handle: runtime_name,
     },
     Extractor {
@@ -466,6 +466,8 @@ const NUMBERED: &[(&str, CudaApi)] = &[
         CudaApi::Legacy,
     ),
     (r"CUDA error \(?(?P<n>\d+)\)?: (?P<m>.+)$", CudaApi::Runtime),
+    // ggml (llama.cpp, whisper.cpp): `CUDA error 2 at ggml-cuda.cu:5509: out of memory`
+    (r"CUDA error (?P<n>\d+) at \S+:\d+: (?P<m>.+)$", CudaApi::Runtime),
     (r"HIP error: (?P<m>.+)$", CudaApi::Runtime),
     // Caffe's CHECK: the code, then (usually) the message
     (
@@ -488,14 +490,17 @@ const NUMBERED: &[(&str, CudaApi)] = &[
     (r"CUDA Error: (?P<m>.+)$", CudaApi::Runtime),
     // ONNX Runtime, CNTK: `CUDA failure 2: out of memory ; GPU=0 ; hostname=… ; expr=…`
     (r"CUDA failure (?P<n>\d+): (?P<m>[^;]+)", CudaApi::Runtime),
-    // TensorRT: `Cuda Error in allocate: 2 (out of memory)`
+    // TensorRT: `Cuda Error in allocate: 2 (out of memory)`, with the allocator's full name in
+    // later versions, and `Error Code 1: Cuda Runtime (out of memory)` since TensorRT 8
     (
-        r"Cuda Error in \w+: (?P<n>\d+) \((?P<m>[^)]+)\)",
+        r"Cuda Error in [\w:]+: (?P<n>\d+) \((?P<m>[^)]+)\)",
         CudaApi::Runtime,
     ),
-    // spconv / cumm: `cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 …`
+    (r"Error Code \d+: Cuda Runtime \((?P<m>[^)]+)\)", CudaApi::Runtime),
+    // spconv / cumm: `cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 …`;
+    // CTranslate2 (faster-whisper): `CUDA failed with error out of memory`
     (
-        r"cuda failed with error (?P<n>\d+) (?P<m>.+?)\.?(?: use CUDA_LAUNCH_BLOCKING.*)?$",
+        r"(?i:cuda) failed with error (?:(?P<n>\d+) )?(?P<m>.+?)\.?(?: use CUDA_LAUNCH_BLOCKING.*)?$",
         CudaApi::Runtime,
     ),
 ];
@@ -575,12 +580,16 @@ fn runtime_name(out: &mut Collector, line: &Line<'_>) {
     if line.text.contains("CUDA error: ") {
         return;
     }
-    let Some(c) = regex!(r"(?P<api>cuda|hip)Error(?P<name>[A-Z]\w+)").captures(line.text) else {
+    // TensorFlow on ROCm writes HIP's names as `HIP_ERROR_OutOfMemory`.
+    let Some(c) = regex!(r"(?:(?P<api>cuda|hip)Error|HIP_ERROR_)(?P<name>[A-Z]\w+)").captures(line.text)
+    else {
         return;
     };
-    // ROCm's HIP runtime mirrors CUDA's names, except for a missing kernel binary.
-    let name = match (&c["api"], &c["name"]) {
-        ("hip", "NoBinaryForGpu") => "cudaErrorNoKernelImageForDevice".to_owned(),
+    // ROCm's HIP runtime mirrors CUDA's names, except for a missing kernel binary and memory.
+    let hip = c.name("api").is_none_or(|api| api.as_str() == "hip");
+    let name = match (hip, &c["name"]) {
+        (true, "NoBinaryForGpu") => "cudaErrorNoKernelImageForDevice".to_owned(),
+        (true, "OutOfMemory") => "cudaErrorMemoryAllocation".to_owned(),
         (_, name) => format!("cudaError{name}"),
     };
     let known = KNOWN.iter().find(|k| k.1 == name);
@@ -1018,6 +1027,38 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn other_runtimes_out_of_memory_wordings_are_cuda_memory_errors() {
+        for text in [
+            "CUDA error 2 at ggml-cuda.cu:359: out of memory",
+            "RuntimeError: CUDA failed with error out of memory",
+            "[E] [TRT] C:\\source\\rtSafe\\safeRuntime.cpp (25) - Cuda Error in nvinfer1::internal::DefaultAllocator::allocate: 2 (out of memory)",
+            "[E] 1: [defaultAllocator.cpp::allocate::19] Error Code 1: Cuda Runtime (out of memory)",
+            "E tensorflow/stream_executor/rocm/rocm_driver.cc:615] failed to allocate 3.86G (4143972352 bytes) from device: HIP_ERROR_OutOfMemory",
+            "RuntimeError: HIP error: hipErrorOutOfMemory",
+        ] {
+            let errors = cuda_errors(text);
+            assert!(
+                errors
+                    .iter()
+                    .any(|e| e.name.as_deref() == Some("cudaErrorMemoryAllocation")),
+                "{text}: {errors:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_runtime_call_before_an_error_name_is_not_taken_for_it() {
+        let errors = cuda_errors("cudaMalloc failed: cudaErrorInvalidValue");
+        assert_eq!(
+            errors
+                .iter()
+                .filter_map(|e| e.name.as_deref())
+                .collect::<Vec<_>>(),
+            vec!["cudaErrorInvalidValue"]
+        );
     }
 
     #[test]
