@@ -31,7 +31,6 @@ pub fn human(diagnosis: &Diagnosis, source: &str) -> String {
         out.push('\n');
         write_finding(&mut out, finding, i == 0);
     }
-
     if !diagnosis.environment.is_empty() {
         let env: Vec<String> = diagnosis
             .environment
