@@ -7,7 +7,7 @@ use crate::normalize::Line;
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
         // (`CUDA error: <cuBLAS status text>` is how ggml / llama.cpp report a cuBLAS status.)
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |CUDA error: (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |(?i:cublas) error at \S+ code=\d+|(?i:cublas) call \w+.* failed at \S+ '|CUDA error: (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
         handle: cublas,
     },
     Extractor {
@@ -91,11 +91,11 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
     {
         cublas_status_text(&c["msg"]).unwrap_or("UNKNOWN").to_owned()
     } else if let Some(c) = regex!(
-        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)|(?i:cublas) error (?P<p>\d+) at "
+        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)|(?i:cublas) error (?P<p>\d+) at |(?i:cublas) error at \S+ code=(?P<q>\d+)"
     )
     .captures(text)
     {
-        let n: u32 = ["n", "m", "o", "p"]
+        let n: u32 = ["n", "m", "o", "p", "q"]
             .iter()
             .find_map(|g| c.name(g))
             .and_then(|m| m.as_str().parse().ok())
@@ -104,9 +104,9 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             .iter()
             .find(|(code, _)| *code == n)
             .map_or_else(|| format!("STATUS_{n}"), |(_, s)| (*s).to_owned())
-    } else if let Some(status) = regex!(r"CUDA error: (?P<msg>.+)$")
+    } else if let Some(status) = regex!(r"CUDA error: (?P<msg>.+)$|(?i:cublas) call \w+.* failed at \S+ '(?P<said>[^']+)'")
         .captures(text)
-        .and_then(|c| cublas_status_text(c.name("msg")?.as_str()))
+        .and_then(|c| cublas_status_text(c.name("msg").or(c.name("said"))?.as_str()))
     {
         status.to_owned()
     } else if let Some(c) =
@@ -126,7 +126,10 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
         return;
     };
     // `when calling `cublasGemmEx( handle, …)``; the call may be cut off or lack its parentheses.
-    let call = regex!(r"when calling `?(?P<call>\w+)(?:\s*\((?P<args>[^`]*?)\)?`?\s*$)?").captures(text);
+    // Projects' own check macros write `cuBLAS call cublasLtMatmul(…) failed at file:line '…'`.
+    let call = regex!(r"when calling `?(?P<call>\w+)(?:\s*\((?P<args>[^`]*?)\)?`?\s*$)?")
+        .captures(text)
+        .or_else(|| regex!(r"(?i:cublas) call (?P<call>\w+)\(").captures(text));
     let args: Vec<String> = call
         .as_ref()
         .and_then(|c| c.name("args"))
@@ -384,6 +387,19 @@ mod tests {
     fn ggml_numbers_its_cublas_errors() {
         let c = cublas("cuBLAS error 15 at ggml-cuda.cu:7548: the requested functionality is not supported");
         assert_eq!(c.status, "NOT_SUPPORTED");
+    }
+
+    #[test]
+    fn projects_own_cublas_check_macros_give_the_status() {
+        let coded = cublas("RuntimeError: cuBLAS error at /src/csrc/gemm/gemm_runner.cu:125 code=15");
+        assert_eq!(coded.status, "NOT_SUPPORTED");
+        let said = cublas(
+            "cuBLAS call cublasLtMatmulAlgoGetHeuristic(handle_.get(), op_desc_.get(), preference_.get()) failed at /src/cublaslt_utils.cc:98 'the requested functionality is not supported'",
+        );
+        assert_eq!(
+            (said.status.as_str(), said.call.as_deref()),
+            ("NOT_SUPPORTED", Some("cublasLtMatmulAlgoGetHeuristic"))
+        );
     }
 
     #[test]
