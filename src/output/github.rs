@@ -13,22 +13,11 @@ pub fn github_annotations(diagnosis: &Diagnosis, source: &str) -> String {
             (_, Severity::Info) => "notice",
             _ => "warning",
         };
-        let mut props = Vec::new();
-        if source != "-" {
-            props.push(format!("file={}", property(source)));
-        }
-        if let Some(e) = f.evidence.first() {
-            props.push(format!("line={}", e.line));
-        }
         let role = if f.role == Role::Root {
             "root cause"
         } else {
             "symptom"
         };
-        props.push(format!(
-            "title={}",
-            property(&format!("faultline {role}: {}", f.title))
-        ));
         let mut message = f.summary.clone();
         if let Some(fix) = f.fixes.first() {
             message.push_str(&format!("\nFix: {}", fix.title));
@@ -37,23 +26,39 @@ pub fn github_annotations(diagnosis: &Diagnosis, source: &str) -> String {
             "\n(class {}, rule {}, confidence {:?})",
             f.class, f.rule, f.confidence
         ));
-        out.push_str(&format!("::{command} {}::{}\n", props.join(","), data(&message)));
+        out.push_str(&annotation(
+            command,
+            source,
+            f.evidence.first().map(|e| e.line),
+            &format!("faultline {role}: {}", f.title),
+            &message,
+        ));
     }
     if let Some(error) = &diagnosis.unexplained_error {
         // Nothing known: a notice still says so in the job's summary, at the error to read.
-        let mut props = Vec::new();
-        if source != "-" {
-            props.push(format!("file={}", property(source)));
-        }
-        props.push(format!("line={}", error.line));
-        props.push(format!(
-            "title={}",
-            property("faultline: no known GPU / PyTorch failure")
+        out.push_str(&annotation(
+            "notice",
+            source,
+            Some(error.line),
+            "faultline: no known GPU / PyTorch failure",
+            &format!("The log's last error, which no rule explains: {}", error.text),
         ));
-        let message = format!("The log's last error, which no rule explains: {}", error.text);
-        out.push_str(&format!("::notice {}::{}\n", props.join(","), data(&message)));
     }
     out
+}
+
+/// One workflow command: `::command file=…,line=…,title=…::message`, the file left out for
+/// standard input.
+fn annotation(command: &str, source: &str, line: Option<u64>, title: &str, message: &str) -> String {
+    let mut props = Vec::new();
+    if source != "-" {
+        props.push(format!("file={}", property(source)));
+    }
+    if let Some(line) = line {
+        props.push(format!("line={line}"));
+    }
+    props.push(format!("title={}", property(title)));
+    format!("::{command} {}::{}\n", props.join(","), data(message))
 }
 
 /// Escapes a workflow command's message.
