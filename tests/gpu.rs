@@ -589,3 +589,63 @@ fn the_real_cublas_call_succeeds_on_valid_shapes_and_reports_invalid_ones() {
         "{huge:?}"
     );
 }
+
+/// Calls around every limit cuBLAS checks: each transpose, sizes 0 and 1 and odd ones, each
+/// leading dimension one short, exact and padded, and mixed dtypes.
+fn gemm_calls() -> Vec<GemmCall> {
+    let mut calls = Vec::new();
+    for (transa, transb) in [(false, false), (true, false), (false, true), (true, true)] {
+        for (m, n, k) in [(0, 3, 5), (1, 1, 1), (7, 5, 3), (16, 0, 8), (5, 9, 0), (33, 17, 65)] {
+            let need_a = if transa { k } else { m };
+            let need_b = if transb { n } else { k };
+            let exact = (need_a.max(1), need_b.max(1), m.max(1));
+            let mut lds = vec![exact, (exact.0 + 3, exact.1 + 1, exact.2 + 2)];
+            lds.push((exact.0 - 1, exact.1, exact.2));
+            lds.push((exact.0, exact.1 - 1, exact.2));
+            lds.push((exact.0, exact.1, exact.2 - 1));
+            for (lda, ldb, ldc) in lds {
+                calls.push(GemmCall {
+                    transa,
+                    transb,
+                    m,
+                    n,
+                    k,
+                    lda,
+                    ldb,
+                    ldc,
+                    a_dtype: DType::F32,
+                    b_dtype: DType::F32,
+                });
+            }
+        }
+    }
+    let mixed = GemmCall {
+        b_dtype: DType::F32,
+        ..gemm(8, 4, 6, 8, DType::F16)
+    };
+    calls.push(mixed);
+    calls
+}
+
+#[test]
+fn the_cpu_judgement_of_a_gemm_agrees_with_the_real_cublas_call() {
+    let Some(gpu) = gpu() else { return };
+    let mut disagreements = Vec::new();
+    for call in gemm_calls() {
+        let status = match gpu.gemm_status(&call) {
+            Some(Ok(status)) => status,
+            Some(Err(e)) if e.to_string().contains("libcublas") => return skip(&e.to_string()),
+            other => panic!("{call:?}: {other:?}"),
+        };
+        let problems = faultline::replay::check::judge_gemm(&call);
+        if problems.is_empty() != (status == "CUBLAS_STATUS_SUCCESS") {
+            disagreements.push(format!("{call:?}: cuBLAS {status}, judged {problems:?}"));
+        }
+    }
+    assert!(
+        disagreements.is_empty(),
+        "{} calls judged otherwise than cuBLAS:\n{}",
+        disagreements.len(),
+        disagreements.join("\n")
+    );
+}
