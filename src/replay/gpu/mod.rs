@@ -14,7 +14,8 @@
 //!   [`ScanOutput`](super::ScanOutput): the same bounds, turned into a closed interval in the
 //!   element's lane (`i64`, `f32`, `f64`) by the same rules; one kernel per element type does the
 //!   count, the min / max (order-preserving integer keys, one atomic per block) and collects
-//!   offending positions into a fixed device buffer (`OFFENSE_SLOTS`). When more offenders than
+//!   offending positions into a fixed device buffer (`OFFENSE_SLOTS`); types of up to 32 bits
+//!   compare in a 32-bit lane, so that a vector of many small elements stays memory-bound. When more offenders than
 //!   slots exist, windows from the first offending position are scanned again until the
 //!   [`MAX_OFFENSES`](super::MAX_OFFENSES) smallest positions are known. Values (and the sign of
 //!   a zero min / max) are read from the host bytes, as the CPU reads them. Tensors move to the
