@@ -266,7 +266,9 @@ pub const ROLE_NAMES: &[(&str, &[&str])] = &[
     ("attention_mask", &["attention_mask"]),
     ("weight", &["weight", "embedding.weight", "embed_tokens.weight"]),
     ("index", &["index", "indices"]),
-    ("input", &["input", "inputs", "x", "probs", "probabilities"]),
+    // What BCE takes as `input`: probabilities, the model's output. `x` / `inputs` are the
+    // model's own inputs (features), never taken for it.
+    ("input", &["input", "probs", "probabilities", "predictions"]),
     ("target", &["target", "targets", "labels"]),
 ];
 

@@ -308,6 +308,25 @@ fn bce_inputs_outside_zero_one_confirm_value_range() {
 }
 
 #[test]
+fn the_models_input_features_are_not_taken_for_the_bce_input() {
+    // A cross-entropy job's batch: the features lie outside [0, 1], and say nothing about BCE.
+    let snap = snapshot(
+        vec![
+            floats("x", &[2], &[-1.2, 3.4]),
+            floats("inputs", &[2], &[-1.2, 3.4]),
+        ],
+        &[],
+    );
+    let r = check(&spec("value_range", &[("lo", "0"), ("hi", "1")]), &snap);
+    assert_eq!(r.verdict, Verdict::Inconclusive);
+    assert!(
+        r.summary.starts_with("no input tensor in the snapshot"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
 fn mixed_devices_and_int32_labels_break_consistency() {
     let snap = snapshot(
         vec![
