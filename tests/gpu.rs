@@ -595,7 +595,14 @@ fn the_real_cublas_call_succeeds_on_valid_shapes_and_reports_invalid_ones() {
 fn gemm_calls() -> Vec<GemmCall> {
     let mut calls = Vec::new();
     for (transa, transb) in [(false, false), (true, false), (false, true), (true, true)] {
-        for (m, n, k) in [(0, 3, 5), (1, 1, 1), (7, 5, 3), (16, 0, 8), (5, 9, 0), (33, 17, 65)] {
+        for (m, n, k) in [
+            (0, 3, 5),
+            (1, 1, 1),
+            (7, 5, 3),
+            (16, 0, 8),
+            (5, 9, 0),
+            (33, 17, 65),
+        ] {
             let need_a = if transa { k } else { m };
             let need_b = if transb { n } else { k };
             let exact = (need_a.max(1), need_b.max(1), m.max(1));
