@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::cublas::CudaBlas;
 use cudarc::cublas::sys as cublas_sys;
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUresult};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError,
     LaunchConfig, PushKernelArg,
@@ -88,7 +88,7 @@ impl Gpu {
 
     fn open_device(ordinal: usize) -> Result<Self, ReplayError> {
         let unavailable = |what: &str, e: DriverError| {
-            ReplayError::GpuUnavailable(format!("{what} (device {ordinal}): {e}"))
+            ReplayError::GpuUnavailable(format!("{what} (device {ordinal}): {e}{}", driver_hint(&e)))
         };
         let ctx = CudaContext::new(ordinal).map_err(|e| unavailable("cannot open the CUDA device", e))?;
         let name = ctx.name().map_err(|e| unavailable("device name", e))?;
@@ -374,6 +374,16 @@ impl Gpu {
         stream.synchronize().map_err(driver("running the GEMM"))?;
         drop(blas);
         Ok(format!("{status:?}"))
+    }
+}
+
+/// What to do about a driver error that has one known cause.
+pub(super) fn driver_hint(e: &DriverError) -> &'static str {
+    match e.0 {
+        CUresult::CUDA_ERROR_STUB_LIBRARY => {
+            "; the libcuda.so loaded is the CUDA toolkit's stub: take its `stubs` folder off LD_LIBRARY_PATH so that the driver's libcuda.so.1 is found"
+        }
+        _ => "",
     }
 }
 

@@ -340,3 +340,15 @@ fn result_words_with_more_collected_than_slots_are_clamped() {
     assert_eq!(f.positions, (10..26).collect::<Vec<u64>>());
     assert!(!f.complete());
 }
+
+#[test]
+fn a_stub_libcuda_is_named_with_what_to_do() {
+    use cudarc::driver::DriverError;
+    use cudarc::driver::sys::CUresult;
+    let hint = super::device::driver_hint(&DriverError(CUresult::CUDA_ERROR_STUB_LIBRARY));
+    assert!(hint.contains("`stubs` folder off LD_LIBRARY_PATH"), "{hint}");
+    assert_eq!(
+        super::device::driver_hint(&DriverError(CUresult::CUDA_ERROR_NO_DEVICE)),
+        ""
+    );
+}
