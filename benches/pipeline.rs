@@ -1,6 +1,6 @@
 //! Throughput of the core on a long noisy CI log (100 MB by default, or `FAULTLINE_BENCH_MB` MB):
 //! parsing alone and the whole analysis with the embedded rule base; latency on a single ~4 KB
-//! CUDA traceback (and what storing it adds); a pass over the 1,809 real logs of the held-out corpus,
+//! CUDA traceback (and what storing it adds); a pass over the 1,889 real logs of the held-out corpus,
 //! one after another, as a service meets them; 4 MB of random bytes; redaction of non-ASCII text;
 //! compilation of the embedded rule base and of 1,000 rules.
 //!
