@@ -164,9 +164,29 @@ __device__ __forceinline__ void block_publish(Acc acc, u64 *out) {
     }
 }
 
+// Sixteen bytes of elements, read at once.
+template <typename E>
+union Vector {
+    uint4 raw;
+    E e[16 / sizeof(E)];
+};
+
+// One thread's share of the 16-byte vectors that hold elements [begin, end) of `data` (a
+// 16-byte aligned buffer whose size is a multiple of 16 bytes), grid-stride: calls
+// visit(the vector's 16 bytes, index of its first element) for each.
+template <typename E, typename F>
+__device__ __forceinline__ void for_each_vector(const uint4 *__restrict__ data, u64 begin, u64 end,
+                                                F visit) {
+    const u64 per = 16 / sizeof(E);
+    const u64 vend = (end + per - 1) / per;
+    const u32 stride = gridDim.x * blockDim.x;  // the whole grid (the host launches far fewer than 2^32 threads)
+    for (u64 v = begin / per + (u64)blockIdx.x * blockDim.x + threadIdx.x; v < vend; v += stride) {
+        visit(data[v], v * per);
+    }
+}
+
 // The wide path (64-bit lanes: i64, u64, u32, f64): every element compared and keyed in its lane.
-// Scans elements [begin, end) of `data` (a 16-byte aligned buffer whose size is a multiple of
-// 16 bytes); position i is reported as base + i. Each thread reads 16 bytes at a time.
+// Scans elements [begin, end) of `data`; position i is reported as base + i.
 template <typename R>
 __device__ __forceinline__ void scan_wide(const uint4 *__restrict__ data, u64 begin, u64 end,
                                           u64 base, u64 lo_bits, u64 hi_bits, u64 skip_bits,
@@ -181,15 +201,9 @@ __device__ __forceinline__ void scan_wide(const uint4 *__restrict__ data, u64 be
 
     Acc acc = acc_empty();
     bool room = collect != 0;
-    const u64 vend = (end + per - 1) / per;
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 v = begin / per + (u64)blockIdx.x * blockDim.x + threadIdx.x; v < vend; v += stride) {
-        union {
-            uint4 raw;
-            E e[16 / sizeof(E)];
-        } u;
-        u.raw = data[v];
-        const u64 i0 = v * per;
+    for_each_vector<E>(data, begin, end, [&](uint4 raw, u64 i0) {
+        Vector<E> u;
+        u.raw = raw;
         const bool whole = i0 >= begin && i0 + per <= end;
 #pragma unroll
         for (u64 j = 0; j < per; j++) {
@@ -204,7 +218,7 @@ __device__ __forceinline__ void scan_wide(const uint4 *__restrict__ data, u64 be
             }
             if (!(x >= lo && x <= hi) && !(has_skip && x == skip)) acc_offense(acc, room, base + i, cap, out);
         }
-    }
+    });
     block_publish(acc, out);
 }
 
@@ -269,9 +283,33 @@ __device__ __forceinline__ bool narrow_bad(N x, N lo, N hi, N skip) {
     return SKIP ? !(inside | (x == skip)) : !inside;
 }
 
+// Elements [j0, j1) of one vector in the narrow lane: whether none of them offends, and the
+// running min, max and (floats) smallest magnitude. WHOLE vectors (all but the two at the
+// range's ends) are compiled without the bounds tests. The loop is unrolled, so the elements stay
+// in registers.
+template <typename R, bool SKIP, bool WHOLE>
+__device__ __forceinline__ bool narrow_vector(const Vector<typename R::Elem> &u, u32 j0, u32 j1,
+                                              typename R::Narrow lo, typename R::Narrow hi,
+                                              typename R::Narrow skip, typename R::Narrow &vmin,
+                                              typename R::Narrow &vmax, float &magnitude) {
+    typedef typename R::Narrow N;
+    const u32 per = 16 / sizeof(typename R::Elem);
+    bool ok = true;
+#pragma unroll
+    for (u32 j = 0; j < per; j++) {
+        if (!WHOLE && (j < j0 || j >= j1)) continue;
+        const N x = R::narrow(u.e[j]);
+        ok &= !narrow_bad<SKIP>(x, lo, hi, skip);
+        vmin = narrow_min(vmin, x);
+        vmax = narrow_max(vmax, x);
+        if (R::FLOAT) magnitude = fminf(magnitude, fabsf((float)x));
+    }
+    return ok;
+}
+
 // The fast path's loop, with or without a skip value (a compile-time choice, so the comparison
-// costs nothing when there is none). A whole 16-byte vector costs, per element, its conversion,
-// two comparisons folded into one flag, the running min and max, and for floats the smallest
+// costs nothing when there is none). A vector costs, per element, its conversion, two
+// comparisons folded into one flag, the running min and max, and for floats the smallest
 // magnitude (does the vector hold a zero?); the positions of offenders and of the first zero
 // are looked for only in the rare vectors that have them.
 template <typename R, bool SKIP>
@@ -287,42 +325,16 @@ __device__ __forceinline__ void narrow_loop(const uint4 *__restrict__ data, u64 
 
     Acc acc = acc_empty();
     bool room = collect != 0;
-    const u64 vend = (end + per - 1) / per;
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 v = begin / per + (u64)blockIdx.x * blockDim.x + threadIdx.x; v < vend; v += stride) {
-        union {
-            uint4 raw;
-            E e[16 / sizeof(E)];
-        } u;
-        u.raw = data[v];
-        const u64 i0 = v * per;
+    for_each_vector<E>(data, begin, end, [&](uint4 raw, u64 i0) {
+        Vector<E> u;
+        u.raw = raw;
         // Elements [j0, j1) of the vector lie in [begin, end): all of them but at the two ends.
         const u32 j0 = i0 < begin ? (u32)(begin - i0) : 0;
         const u32 j1 = i0 + per > end ? (u32)(end - i0) : per;
-        bool ok = true;
         float magnitude = 1.0f;
-        // Every loop over the vector is unrolled, so its elements stay in registers; a whole
-        // vector (all but the two at the range's ends) takes the loop with no bounds tests.
-        if (j0 == 0 && j1 == per) {
-#pragma unroll
-            for (u32 j = 0; j < per; j++) {
-                const N x = R::narrow(u.e[j]);
-                ok &= !narrow_bad<SKIP>(x, lo, hi, skip);
-                vmin = narrow_min(vmin, x);
-                vmax = narrow_max(vmax, x);
-                if (R::FLOAT) magnitude = fminf(magnitude, fabsf((float)x));
-            }
-        } else {
-#pragma unroll
-            for (u32 j = 0; j < per; j++) {
-                if (j < j0 || j >= j1) continue;
-                const N x = R::narrow(u.e[j]);
-                ok &= !narrow_bad<SKIP>(x, lo, hi, skip);
-                vmin = narrow_min(vmin, x);
-                vmax = narrow_max(vmax, x);
-                if (R::FLOAT) magnitude = fminf(magnitude, fabsf((float)x));
-            }
-        }
+        const bool ok = j0 == 0 && j1 == per
+                            ? narrow_vector<R, SKIP, true>(u, j0, j1, lo, hi, skip, vmin, vmax, magnitude)
+                            : narrow_vector<R, SKIP, false>(u, j0, j1, lo, hi, skip, vmin, vmax, magnitude);
         seen = true;
         if (!ok) {
 #pragma unroll
@@ -339,7 +351,7 @@ __device__ __forceinline__ void narrow_loop(const uint4 *__restrict__ data, u64 
             }
             acc.zero = zero;
         }
-    }
+    });
     narrow_keys(acc, vmin, vmax, seen);
     block_publish(acc, out);
 }
