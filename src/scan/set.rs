@@ -9,7 +9,7 @@
 
 use regex_automata::nfa::thompson::WhichCaptures;
 use regex_automata::util::syntax;
-use regex_automata::{Input, MatchKind, PatternSet, meta};
+use regex_automata::{Input, MatchKind, PatternID, PatternSet, meta};
 
 /// How a set reads its patterns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +35,11 @@ pub struct LineSet {
 #[derive(Debug, Clone)]
 pub struct SetMatches {
     which: PatternSet,
+    /// The same patterns as a list, in ascending order. Listing a `PatternSet` walks every slot
+    /// up to its last match, which cost as much as the search itself on progress lines matched
+    /// by a pattern late in the rule base; the list of the line before is kept when the new line
+    /// matched exactly the same patterns (the usual case in a run of similar lines).
+    list: Vec<usize>,
     /// Lines in a row on which no pattern matched.
     misses: u32,
 }
@@ -94,6 +99,7 @@ impl LineSet {
     pub fn new_matches(&self) -> SetMatches {
         SetMatches {
             which: PatternSet::new(self.len()),
+            list: Vec::new(),
             misses: 0,
         }
     }
@@ -107,9 +113,11 @@ impl LineSet {
         let input = Input::new(line);
         if out.misses >= MISSES_BEFORE_CHECKING && !self.regex.is_match(input.clone()) {
             out.misses = out.misses.saturating_add(1);
+            out.list.clear();
             return false;
         }
         self.regex.which_overlapping_matches(&input, &mut out.which);
+        out.update_list();
         let matched = !out.which.is_empty();
         out.misses = if matched { 0 } else { out.misses.saturating_add(1) };
         matched
@@ -119,8 +127,23 @@ impl LineSet {
 impl SetMatches {
     /// The patterns that matched, in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        // Stop after the last match instead of walking every remaining slot.
-        self.which.iter().take(self.which.len()).map(|p| p.as_usize())
+        self.list.iter().copied()
+    }
+
+    /// Makes `list` name the patterns in `which`.
+    fn update_list(&mut self) {
+        let same = self.list.len() == self.which.len()
+            && self
+                .list
+                .iter()
+                .all(|&p| PatternID::new(p).is_ok_and(|id| self.which.contains(id)));
+        if !same {
+            self.list.clear();
+            // Stop after the last match instead of walking every remaining slot.
+            let which = &self.which;
+            self.list
+                .extend(which.iter().take(which.len()).map(|p| p.as_usize()));
+        }
     }
 }
 
@@ -146,6 +169,22 @@ mod tests {
         assert_eq!(out.iter().count(), 0);
         assert!(set.matches(b"b", &mut out));
         assert_eq!(out.iter().collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn a_line_matching_as_many_patterns_as_the_last_one_lists_its_own() {
+        let set = LineSet::new(&["a", "b", "c"], SetSyntax::Bytes).unwrap_or_else(|e| panic!("{e}"));
+        let mut out = set.new_matches();
+        let mut listed = |line: &[u8]| {
+            set.matches(line, &mut out);
+            out.iter().collect::<Vec<_>>()
+        };
+        assert_eq!(listed(b"a"), vec![0]);
+        assert_eq!(listed(b"a again"), vec![0]);
+        assert_eq!(listed(b"b"), vec![1]);
+        assert_eq!(listed(b"ab"), vec![0, 1]);
+        assert_eq!(listed(b"bc"), vec![1, 2]);
+        assert_eq!(listed(b"c"), vec![2]);
     }
 
     #[test]
