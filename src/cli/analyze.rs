@@ -140,6 +140,8 @@ pub(super) fn run(args: &AnalyzeArgs, out: &mut impl Write) -> anyhow::Result<u8
             submitted.diagnosis
         }
         None => {
+            // The second core compiles the parser's patterns while this one loads the rules.
+            std::thread::spawn(crate::parse::warm_up);
             let rules = args.rules.load()?;
             let mut diagnosis = analyze_reader(&rules, input)
                 .context("cannot read the log")?

@@ -47,6 +47,11 @@ pub struct LineMeta {
     pub control: bool,
 }
 
+/// Compiles the prefix patterns now rather than on the first line that needs them.
+pub fn warm_up() {
+    prefix::warm_up();
+}
+
 /// Whether a raw line holds bytes that normalization removes from inside the text (escape
 /// sequences, control bytes, orphaned SGR codes such as `[0m`). For such lines the normalized text
 /// may not be a substring of the raw line, so a raw-bytes prefilter must not skip them.

@@ -132,7 +132,7 @@ static PREFIXES: LazyLock<Vec<(Kind, Regex)>> = LazyLock::new(|| {
         ),
         (
             Kind::Ci,
-            r"^::(error|warning|notice|debug|group|endgroup)(?: [^:]*)?::".into(),
+            r"^::(error|warning|notice|debug|group|endgroup)(?: (?u:[^:])*)?::".into(),
         ),
         (Kind::Ci, r"^(section_start|section_end):\d+:[\w.\[\]=,-]+".into()),
         (
@@ -153,11 +153,19 @@ static PREFIXES: LazyLock<Vec<(Kind, Regex)>> = LazyLock::new(|| {
         .map(|(kind, pattern)| {
             // The patterns are constants of this file; the unit tests compile every one of them.
             #[allow(clippy::expect_used)]
-            let re = Regex::new(&pattern).expect("prefix pattern compiles");
+            let re = Regex::new(&ascii(&pattern)).expect("prefix pattern compiles");
             (kind, re)
         })
         .collect()
 });
+
+/// `pattern` with ASCII classes: `\d`, `\w` and `\s` of a prefix mean ASCII digits, word
+/// characters and spaces (timestamps, levels, ranks and host names are ASCII). With Unicode
+/// classes these few patterns took longer to compile (~15 ms, `[\w.-]{1,100}` alone ~40 ms) than
+/// the analysis of a megabyte of log, and every `faultline analyze` paid for it.
+fn ascii(pattern: &str) -> String {
+    format!("(?-u){pattern}")
+}
 
 /// All prefix patterns as one set: one pass tells which (if any) applies to a line.
 static PREFIX_SET: LazyLock<regex::RegexSet> = LazyLock::new(|| {
@@ -165,22 +173,28 @@ static PREFIX_SET: LazyLock<regex::RegexSet> = LazyLock::new(|| {
     regex::RegexSet::new(PREFIXES.iter().map(|(_, re)| re.as_str())).expect("prefix patterns compile")
 });
 
+/// Compiles the patterns every log's lines are tried against.
+pub(super) fn warm_up() {
+    LazyLock::force(&PREFIX_SET);
+    LazyLock::force(&PREFIXES);
+}
+
 /// A host and stream tag (`node-3.cluster [stderr] `), which may start with any letter.
 static HOST_STREAM: LazyLock<Regex> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
-    Regex::new(r"^[\w.-]{1,100} \[std(?:out|err)\] ").expect("host pattern compiles")
+    Regex::new(&ascii(r"^[\w.-]{1,100} \[std(?:out|err)\] ")).expect("host pattern compiles")
 });
 
 /// SLURM `srun -l`: `3: ` (right-aligned). Only accepted as the very first prefix of a line.
 static SRUN_RANK: LazyLock<Regex> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
-    Regex::new(r"^ {0,4}(\d{1,4}): ").expect("srun pattern compiles")
+    Regex::new(&ascii(r"^ {0,4}(\d{1,4}): ")).expect("srun pattern compiles")
 });
 
 /// `[rank3]:` / `[default3]:` anywhere near the start, after prefixes we do not know.
 static RANK_ANYWHERE: LazyLock<Regex> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
-    Regex::new(r"\[(?:rank|default)(\d+)\]: ?").expect("rank pattern compiles")
+    Regex::new(&ascii(r"\[(?:rank|default)(\d+)\]: ?")).expect("rank pattern compiles")
 });
 
 /// How far into a line an unknown prefix may reach before `[rankN]:`.
@@ -227,13 +241,7 @@ pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
 fn srun_like(rest: &str) -> bool {
     let s = rest.trim_start_matches(' ').as_bytes();
     let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
-    match s.get(digits) {
-        _ if digits == 0 || digits > 4 => false,
-        Some(b':') => true,
-        // A character `\d` might take as a digit.
-        Some(b) => !b.is_ascii(),
-        None => false,
-    }
+    (1..=4).contains(&digits) && s.get(digits) == Some(&b':')
 }
 
 /// Cheap test on the first bytes: whether any prefix pattern could match `rest`, given what
@@ -264,7 +272,7 @@ fn strip_one(rest: &str, meta: &mut LineMeta) -> Option<usize> {
     // `[INFO]`) are read by hand, exactly as their patterns would; the set does the rest.
     match rest.as_bytes().first() {
         Some(b'0'..=b'9') => {
-            if let Ok(Some(end)) = iso_timestamp(rest) {
+            if let Some(end) = iso_timestamp(rest) {
                 meta.timestamp = true;
                 return Some(end);
             }
@@ -314,45 +322,40 @@ fn strip_one_by_set(rest: &str, meta: &mut LineMeta) -> Option<usize> {
     None
 }
 
-/// A character where the timestamp pattern wants a digit that is not an ASCII digit but may be
-/// a Unicode one (`\d` matches those): the fast path cannot decide and leaves it to the regex.
-#[derive(Debug, PartialEq, Eq)]
-struct NotAscii;
-
 /// The ISO timestamp pattern (the first `Kind::Timestamp` of [`PREFIXES`]) written out by hand
-/// for a line that starts with it: `Ok(Some(end))` exactly where that regex's match would end,
-/// `Ok(None)` where it does not match. It tries the pattern's optional parts in the regex's own
+/// for a line that starts with it: `Some(end)` exactly where that regex's match would end, `None`
+/// where it does not match. It tries the pattern's optional parts in the regex's own
 /// order (greedy first, then without), so the first success is the regex's leftmost-first match.
-fn iso_timestamp(rest: &str) -> Result<Option<usize>, NotAscii> {
+fn iso_timestamp(rest: &str) -> Option<usize> {
     let s = rest.as_bytes();
     // Lines starting with `[` may be Ray's glog prefix, which comes first in the table.
     if !s.first().is_some_and(u8::is_ascii_digit) {
-        return Ok(None);
+        return None;
     }
     for (i, shape) in b"dddd-dd-ddTdd:dd:dd".iter().enumerate() {
         let fits = match shape {
-            b'd' => digit(rest, i)?,
+            b'd' => digit(s, i),
             b'T' => matches!(s.get(i), Some(b'T' | b' ')),
             c => s.get(i) == Some(c),
         };
         if !fits {
-            return Ok(None);
+            return None;
         }
     }
     let mut i = 19;
-    if matches!(s.get(i), Some(b'.' | b',')) && digit(rest, i + 1)? {
+    if matches!(s.get(i), Some(b'.' | b',')) && digit(s, i + 1) {
         i += 2;
-        while digit(rest, i)? {
+        while digit(s, i) {
             i += 1;
         }
     }
     // `(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?`: at most one alternative fits; then without it.
     let zone = match s.get(i) {
         Some(b'Z') => Some(i + 1),
-        Some(b'+' | b'-') if digit(rest, i + 1)? && digit(rest, i + 2)? => {
-            if s.get(i + 3) == Some(&b':') && digit(rest, i + 4)? && digit(rest, i + 5)? {
+        Some(b'+' | b'-') if digit(s, i + 1) && digit(s, i + 2) => {
+            if s.get(i + 3) == Some(&b':') && digit(s, i + 4) && digit(s, i + 5) {
                 Some(i + 6)
-            } else if digit(rest, i + 3)? && digit(rest, i + 4)? {
+            } else if digit(s, i + 3) && digit(s, i + 4) {
                 Some(i + 5)
             } else {
                 None
@@ -371,25 +374,24 @@ fn iso_timestamp(rest: &str) -> Result<Option<usize>, NotAscii> {
             // With the tag and its `+`, with the tag alone, then without the tag.
             let mut tags = [None, None];
             if s.get(b) == Some(&b' ')
-                && digit(rest, b + 1)?
-                && digit(rest, b + 2)?
+                && digit(s, b + 1)
+                && digit(s, b + 2)
                 && matches!(s.get(b + 3), Some(b'O' | b'E'))
             {
                 tags = [(s.get(b + 4) == Some(&b'+')).then_some(b + 5), Some(b + 4)];
             }
             for after_tag in tags.into_iter().flatten().chain([b]) {
                 if let Some(end) = timestamp_end(s, after_tag) {
-                    return Ok(Some(end));
+                    return Some(end);
                 }
             }
         }
     }
-    Ok(None)
+    None
 }
 
 /// `^\[(?:rank|default|trainer|worker|local_rank)(\d+)\]:? ?` by hand (no earlier pattern of the
-/// table matches a line starting this way). `None` also where a non-ASCII character follows the
-/// digits: the set decides those.
+/// table matches a line starting this way).
 fn bracketed_rank(rest: &str, meta: &mut LineMeta) -> Option<usize> {
     let s = rest.as_bytes();
     let name = ["rank", "default", "trainer", "worker", "local_rank"]
@@ -446,17 +448,9 @@ fn timestamp_end(s: &[u8], i: usize) -> Option<usize> {
     (i == s.len()).then_some(i)
 }
 
-/// Whether the character at byte `i` is an ASCII digit; [`NotAscii`] where it is another
-/// character that `\d` might match.
-fn digit(rest: &str, i: usize) -> Result<bool, NotAscii> {
-    match rest.as_bytes().get(i) {
-        Some(b) if b.is_ascii() => Ok(b.is_ascii_digit()),
-        None => Ok(false),
-        Some(_) => match rest.get(i..).and_then(|tail| tail.chars().next()) {
-            Some(c) if !c.is_numeric() => Ok(false),
-            _ => Err(NotAscii),
-        },
-    }
+/// Whether byte `i` is an ASCII digit (the prefix patterns' `\d`).
+fn digit(s: &[u8], i: usize) -> bool {
+    s.get(i).is_some_and(u8::is_ascii_digit)
 }
 
 /// Whether some `[` of `bytes` has `test(byte before it, bytes after it)`: the substring checks
@@ -549,10 +543,11 @@ mod tests {
                         for t in tags {
                             for tail in tails {
                                 let line = format!("{h}{f}{z}{b}{t}{tail}");
-                                match iso_timestamp(&line) {
-                                    Ok(fast) if line.starts_with('[') => assert_eq!(fast, None),
-                                    Ok(fast) => assert_eq!(fast, iso_regex_end(&line), "{line:?}"),
-                                    Err(NotAscii) => assert!(!line.is_ascii(), "{line:?}"),
+                                let fast = iso_timestamp(&line);
+                                if line.starts_with('[') {
+                                    assert_eq!(fast, None);
+                                } else {
+                                    assert_eq!(fast, iso_regex_end(&line), "{line:?}");
                                 }
                                 checked += 1;
                             }

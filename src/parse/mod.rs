@@ -126,6 +126,14 @@ pub fn trigger_patterns() -> impl Iterator<Item = &'static str> {
         .chain(child::TRIGGERS.iter().copied())
 }
 
+/// Compiles what the parser and the normalizer compile on first use (the dispatch set, the
+/// prefix patterns), so that a caller can have it done on another thread while it loads the rule
+/// base: the first line of the first log otherwise waits ~20 ms for it.
+pub fn warm_up() {
+    LazyLock::force(&DISPATCH);
+    crate::normalize::warm_up();
+}
+
 /// The prefilter for parsing alone.
 pub fn prefilter() -> &'static Prefilter {
     static PREFILTER: LazyLock<Prefilter> = LazyLock::new(|| {
