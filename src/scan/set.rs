@@ -1,15 +1,21 @@
 //! Patterns matched together: one pass over a line says which of them match.
 //!
-//! The parser's dispatch set and the rule base's line patterns run on every candidate line. The
-//! `regex` crate's `RegexSet` allocates a fresh match list on each call and lists the matches by
-//! walking every pattern's slot; a [`LineSet`] fills a [`SetMatches`] that the caller keeps from
-//! line to line, and lists the matches by stopping after the last one. Where lines rarely match
-//! (progress and loss lines that only a rule's pattern made candidates), it first asks whether
-//! anything matches at all: 10-16 % off a pass over the held-out corpus's logs.
+//! The parser's dispatch set and the rule base's line patterns run on every candidate line. A
+//! [`LineSet`] is one lazy DFA over all of its patterns, searched forward only: `regex`'s
+//! `RegexSet` (and regex-automata's meta regex under it) also compiles a reverse automaton that a
+//! set never uses (a third of the build, which every `faultline analyze` pays before its first
+//! line), and lists matches by walking a slot per pattern. Each [`SetMatches`] holds a DFA cache
+//! for as long as it lives and gives it back to its set when dropped, so the states one analysis
+//! built serve the next. Where lines rarely match (progress and loss lines that only a rule's
+//! pattern made candidates), it first asks whether anything matches at all: 10-16 % off a pass
+//! over the held-out corpus's logs.
 
-use regex_automata::nfa::thompson::WhichCaptures;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use regex_automata::hybrid::dfa::{Cache, DFA, OverlappingState};
+use regex_automata::nfa::thompson::{self, NFA, WhichCaptures, pikevm};
 use regex_automata::util::syntax;
-use regex_automata::{Input, MatchKind, PatternID, PatternSet, meta};
+use regex_automata::{Input, MatchKind, PatternSet};
 
 /// How a set reads its patterns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,26 +28,41 @@ pub enum SetSyntax {
 
 /// A set that did not compile.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct SetError(#[from] Box<meta::BuildError>);
+pub enum SetError {
+    /// A pattern does not parse, or the whole is over the size limit.
+    #[error("{0}")]
+    Compile(#[from] Box<thompson::BuildError>),
+    /// The lazy DFA refused the automaton.
+    #[error("{0}")]
+    Dfa(#[from] Box<regex_automata::hybrid::BuildError>),
+}
 
 /// Patterns compiled into one automaton.
 #[derive(Debug, Clone)]
 pub struct LineSet {
-    regex: meta::Regex,
+    dfa: DFA,
+    /// Answers where the lazy DFA cannot (a Unicode word boundary on a non-ASCII line; the
+    /// faultline sets have none, so this never runs in practice).
+    pikevm: pikevm::PikeVM,
+    /// DFA caches not held by a [`SetMatches`] right now.
+    caches: Arc<Mutex<Vec<Cache>>>,
 }
 
-/// Which patterns of a [`LineSet`] matched the last line given to [`LineSet::matches`].
-#[derive(Debug, Clone)]
+/// Which patterns of a [`LineSet`] matched the last line given to [`LineSet::matches`], and the
+/// search state (the lazy DFA's cache) for the next line.
+#[derive(Debug)]
 pub struct SetMatches {
-    which: PatternSet,
-    /// The same patterns as a list, in ascending order. Listing a `PatternSet` walks every slot
-    /// up to its last match, which cost as much as the search itself on progress lines matched
-    /// by a pattern late in the rule base; the list of the line before is kept when the new line
-    /// matched exactly the same patterns (the usual case in a run of similar lines).
+    /// Matched patterns, ascending.
     list: Vec<usize>,
+    /// `seen[p]`: pattern `p` is in `list` (an overlapping search reports a pattern once per
+    /// place where it matches).
+    seen: Vec<bool>,
     /// Lines in a row on which no pattern matched.
     misses: u32,
+    /// Always `Some` until dropped.
+    cache: Option<Cache>,
+    pikevm: Option<(pikevm::Cache, PatternSet)>,
+    home: Arc<Mutex<Vec<Cache>>>,
 }
 
 /// After this many lines in a row without a match, a line is first asked whether anything
@@ -52,42 +73,52 @@ const MISSES_BEFORE_CHECKING: u32 = 4;
 impl LineSet {
     /// Compiles `patterns`, pattern `i` of the set being `patterns[i]`.
     pub fn new<P: AsRef<str>>(patterns: &[P], syntax: SetSyntax) -> Result<Self, SetError> {
-        let config = meta::Config::new()
-            .match_kind(MatchKind::All)
-            .which_captures(WhichCaptures::None);
-        let (config, syntax) = match syntax {
-            // The `regex` crate's defaults, but for the lazy DFA's cache: at its 2 MiB the
-            // parser's dispatch set fills it on a few hundred different real logs, clears it
-            // and builds the same states again, which made a pass over the held-out corpus's
-            // logs 3.3 times slower (`cargo bench --bench pipeline -- held_out_corpus`). The
-            // cache grows only as states are built: those logs need well under 8 MiB.
-            SetSyntax::Unicode => (
-                config
-                    .utf8_empty(true)
-                    .nfa_size_limit(Some(10 << 20))
-                    .hybrid_cache_capacity(16 << 20),
-                syntax::Config::new(),
-            ),
+        let (syntax, nfa_limit, cache_capacity) = match syntax {
+            // The lazy DFA's cache: at 2 MiB the parser's dispatch set filled it on a few
+            // hundred different real logs, cleared it and built the same states again, which
+            // made a pass over the held-out corpus's logs 3.3 times slower (`cargo bench --bench
+            // pipeline -- held_out_corpus`). The cache grows only as states are built: those
+            // logs need well under 8 MiB.
+            SetSyntax::Unicode => (syntax::Config::new(), 10 << 20, 16 << 20),
             // A whole rule base as one set stays well under these.
             SetSyntax::Bytes => (
-                config
-                    .utf8_empty(false)
-                    .nfa_size_limit(Some(512 << 20))
-                    .hybrid_cache_capacity(64 << 20),
                 syntax::Config::new().unicode(false).utf8(false),
+                512 << 20,
+                64 << 20,
             ),
         };
-        let regex = meta::Builder::new()
-            .configure(config)
+        let nfa: NFA = thompson::Compiler::new()
             .syntax(syntax)
+            .configure(
+                thompson::Config::new()
+                    .which_captures(WhichCaptures::None)
+                    .nfa_size_limit(Some(nfa_limit)),
+            )
             .build_many(patterns)
             .map_err(Box::new)?;
-        Ok(Self { regex })
+        let dfa = DFA::builder()
+            .configure(
+                DFA::config()
+                    .match_kind(MatchKind::All)
+                    .cache_capacity(cache_capacity)
+                    .unicode_word_boundary(true),
+            )
+            .build_from_nfa(nfa.clone())
+            .map_err(Box::new)?;
+        let pikevm = pikevm::PikeVM::builder()
+            .configure(pikevm::Config::new().match_kind(MatchKind::All))
+            .build_from_nfa(nfa)
+            .map_err(Box::new)?;
+        Ok(Self {
+            dfa,
+            pikevm,
+            caches: Arc::default(),
+        })
     }
 
     /// The number of patterns.
     pub fn len(&self) -> usize {
-        self.regex.pattern_len()
+        self.dfa.pattern_len()
     }
 
     /// Whether the set has no pattern.
@@ -95,32 +126,84 @@ impl LineSet {
         self.len() == 0
     }
 
-    /// An empty match list for this set.
+    /// An empty match list for this set, with a DFA cache that earlier lists of this set
+    /// warmed when there is one.
     pub fn new_matches(&self) -> SetMatches {
+        let cache = self
+            .caches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_else(|| self.dfa.create_cache());
         SetMatches {
-            which: PatternSet::new(self.len()),
             list: Vec::new(),
+            seen: vec![false; self.len()],
             misses: 0,
+            cache: Some(cache),
+            pikevm: None,
+            home: Arc::clone(&self.caches),
         }
     }
 
     /// Records in `out` which patterns match somewhere in `line`; returns whether any did.
     /// `out` must come from [`LineSet::new_matches`] of this set.
     pub fn matches(&self, line: &[u8], out: &mut SetMatches) -> bool {
-        if !out.which.is_empty() {
-            out.which.clear();
-        }
+        out.clear();
         let input = Input::new(line);
-        if out.misses >= MISSES_BEFORE_CHECKING && !self.regex.is_match(input.clone()) {
+        if out.misses >= MISSES_BEFORE_CHECKING && !self.is_match(&input, out) {
             out.misses = out.misses.saturating_add(1);
-            out.list.clear();
             return false;
         }
-        self.regex.which_overlapping_matches(&input, &mut out.which);
-        out.update_list();
-        let matched = !out.which.is_empty();
+        if self.list_matches(&input, out).is_err() {
+            self.list_matches_slowly(&input, out);
+        }
+        out.list.sort_unstable();
+        let matched = !out.list.is_empty();
         out.misses = if matched { 0 } else { out.misses.saturating_add(1) };
         matched
+    }
+
+    fn is_match(&self, input: &Input<'_>, out: &mut SetMatches) -> bool {
+        let cache = out.cache.get_or_insert_with(|| self.dfa.create_cache());
+        let earliest = input.clone().earliest(true);
+        match self.dfa.try_search_fwd(cache, &earliest) {
+            Ok(found) => found.is_some(),
+            Err(_) => {
+                let (cache, _) = out.pikevm_state(self);
+                self.pikevm.is_match(cache, earliest)
+            }
+        }
+    }
+
+    /// Every pattern that matches, by the lazy DFA (an error where it gives up).
+    fn list_matches(
+        &self,
+        input: &Input<'_>,
+        out: &mut SetMatches,
+    ) -> Result<(), regex_automata::MatchError> {
+        let SetMatches {
+            cache, list, seen, ..
+        } = out;
+        let cache = cache.get_or_insert_with(|| self.dfa.create_cache());
+        let mut state = OverlappingState::start();
+        loop {
+            self.dfa.try_search_overlapping_fwd(cache, input, &mut state)?;
+            let Some(found) = state.get_match() else {
+                return Ok(());
+            };
+            insert(list, seen, found.pattern().as_usize());
+        }
+    }
+
+    fn list_matches_slowly(&self, input: &Input<'_>, out: &mut SetMatches) {
+        out.clear();
+        let (cache, which) = out.pikevm_state(self);
+        which.clear();
+        self.pikevm.which_overlapping_matches(cache, input, which);
+        let found: Vec<usize> = which.iter().map(|p| p.as_usize()).collect();
+        for p in found {
+            out.insert(p);
+        }
     }
 }
 
@@ -130,19 +213,43 @@ impl SetMatches {
         self.list.iter().copied()
     }
 
-    /// Makes `list` name the patterns in `which`.
-    fn update_list(&mut self) {
-        let same = self.list.len() == self.which.len()
-            && self
-                .list
-                .iter()
-                .all(|&p| PatternID::new(p).is_ok_and(|id| self.which.contains(id)));
-        if !same {
-            self.list.clear();
-            // Stop after the last match instead of walking every remaining slot.
-            let which = &self.which;
-            self.list
-                .extend(which.iter().take(which.len()).map(|p| p.as_usize()));
+    fn insert(&mut self, pattern: usize) {
+        insert(&mut self.list, &mut self.seen, pattern);
+    }
+
+    fn clear(&mut self) {
+        for &p in &self.list {
+            if let Some(seen) = self.seen.get_mut(p) {
+                *seen = false;
+            }
+        }
+        self.list.clear();
+    }
+
+    fn pikevm_state(&mut self, set: &LineSet) -> &mut (pikevm::Cache, PatternSet) {
+        self.pikevm
+            .get_or_insert_with(|| (set.pikevm.create_cache(), PatternSet::new(set.len())))
+    }
+}
+
+/// Adds `pattern` to `list` unless `seen` says it is there.
+fn insert(list: &mut Vec<usize>, seen: &mut [bool], pattern: usize) {
+    if let Some(seen) = seen.get_mut(pattern)
+        && !*seen
+    {
+        *seen = true;
+        list.push(pattern);
+    }
+}
+
+impl Drop for SetMatches {
+    /// Gives the DFA cache back to its set, for the next analysis.
+    fn drop(&mut self) {
+        if let Some(cache) = self.cache.take() {
+            self.home
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(cache);
         }
     }
 }
@@ -208,6 +315,45 @@ mod tests {
         let (mut a, mut b) = (unicode.new_matches(), bytes.new_matches());
         assert!(unicode.matches("café".as_bytes(), &mut a));
         assert!(!bytes.matches("café".as_bytes(), &mut b));
+    }
+
+    #[test]
+    fn a_pattern_that_matches_in_several_places_is_listed_once() {
+        let set = LineSet::new(&["x", "a"], SetSyntax::Bytes).unwrap_or_else(|e| panic!("{e}"));
+        let mut out = set.new_matches();
+        assert!(set.matches(b"a a a x", &mut out));
+        assert_eq!(out.iter().collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_unicode_word_boundary_on_non_ascii_text_is_still_answered() {
+        // The lazy DFA gives up on such a line; the PikeVM answers.
+        let set = LineSet::new(&[r"\bcafé\b", "zzz"], SetSyntax::Unicode).unwrap_or_else(|e| panic!("{e}"));
+        let mut out = set.new_matches();
+        assert!(set.matches("un café noir".as_bytes(), &mut out));
+        assert_eq!(out.iter().collect::<Vec<_>>(), vec![0]);
+        assert!(!set.matches("un cafés noir".as_bytes(), &mut out));
+        for _ in 0..5 {
+            assert!(!set.matches("thé".as_bytes(), &mut out));
+        }
+        assert!(
+            set.matches("le café".as_bytes(), &mut out),
+            "after the misses, the check too"
+        );
+    }
+
+    #[test]
+    fn a_dropped_match_list_gives_its_warm_cache_to_the_next() {
+        let set = LineSet::new(&["a"], SetSyntax::Bytes).unwrap_or_else(|e| panic!("{e}"));
+        let count = || set.caches.lock().map(|c| c.len()).unwrap_or(usize::MAX);
+        let first = set.new_matches();
+        let second = set.new_matches();
+        assert_eq!(count(), 0);
+        drop(first);
+        drop(second);
+        assert_eq!(count(), 2);
+        let _third = set.new_matches();
+        assert_eq!(count(), 1);
     }
 
     #[test]
