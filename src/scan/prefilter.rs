@@ -9,7 +9,14 @@
 //! the normalized one. The prefilter is a pure optimization: scanning with
 //! [`Prefilter::every_line`] gives the same result.
 
-use regex::bytes::{Regex, RegexBuilder};
+use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::sync::Arc;
+
+use regex_automata::Input;
+use regex_automata::hybrid::dfa::{Cache, DFA};
+use regex_automata::nfa::thompson;
+use regex_automata::util::pool::Pool;
+use regex_automata::util::syntax;
 use regex_syntax::ast::{self, Ast, GroupKind};
 
 /// Lines that must always be normalized in full: escape and control bytes, orphaned SGR codes.
@@ -19,7 +26,25 @@ const NEEDS_NORMALIZATION: &str =
 /// Finds candidate lines in raw bytes.
 #[derive(Debug, Clone)]
 pub struct Prefilter {
-    regex: Option<Regex>,
+    search: Option<Arc<Search>>,
+}
+
+/// The prefilter's automaton: a lazy DFA searched forward only (it is asked where the first
+/// match ends, never where one starts, so the reverse automaton a `Regex` would build is not
+/// needed), and the caches of the threads that search with it.
+struct Search {
+    dfa: DFA,
+    caches: Pool<Cache, CacheMaker>,
+}
+
+type CacheMaker = Box<dyn Fn() -> Cache + Send + Sync + UnwindSafe + RefUnwindSafe>;
+
+impl std::fmt::Debug for Search {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Search")
+            .field("dfa", &self.dfa)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A pattern the prefilter could not take.
@@ -35,13 +60,16 @@ pub enum PrefilterError {
     },
     /// The union of all patterns is too large to compile.
     #[error("the combined prefilter does not compile: {0}")]
-    Build(#[from] regex::Error),
+    Build(#[from] Box<thompson::BuildError>),
+    /// The lazy DFA refused the automaton.
+    #[error("the combined prefilter does not compile: {0}")]
+    Dfa(#[from] Box<regex_automata::hybrid::BuildError>),
 }
 
 impl Prefilter {
     /// A prefilter that makes every line a candidate (no filtering at all).
     pub fn every_line() -> Self {
-        Self { regex: None }
+        Self { search: None }
     }
 
     /// A prefilter matching any line on which one of `patterns` (written for normalized lines)
@@ -53,11 +81,29 @@ impl Prefilter {
             union.push_str(&relax(pattern)?);
             union.push(')');
         }
-        let regex = RegexBuilder::new(&union)
-            .size_limit(256 << 20)
-            .dfa_size_limit(64 << 20)
-            .build()?;
-        Ok(Self { regex: Some(regex) })
+        // As `regex::bytes::Regex` reads a pattern: Unicode classes, any byte allowed.
+        let nfa = thompson::Compiler::new()
+            .syntax(syntax::Config::new().utf8(false))
+            .configure(
+                thompson::Config::new()
+                    .utf8(false)
+                    .which_captures(thompson::WhichCaptures::None)
+                    .nfa_size_limit(Some(256 << 20)),
+            )
+            .build(&union)
+            .map_err(Box::new)?;
+        let dfa = DFA::builder()
+            .configure(DFA::config().cache_capacity(64 << 20))
+            .build_from_nfa(nfa)
+            .map_err(Box::new)?;
+        let maker_dfa = dfa.clone();
+        let maker: CacheMaker = Box::new(move || maker_dfa.create_cache());
+        Ok(Self {
+            search: Some(Arc::new(Search {
+                dfa,
+                caches: Pool::new(maker),
+            })),
+        })
     }
 
     /// A byte of the first candidate line at or after `start` (where `start` begins a line), or
@@ -69,17 +115,23 @@ impl Prefilter {
     /// line is skipped; one spanning lines (a relaxed `\s` taking a newline) makes its last line a
     /// candidate too, which costs a look but changes nothing.
     pub fn next_candidate(&self, haystack: &[u8], start: usize) -> Option<usize> {
-        match &self.regex {
-            None => (start < haystack.len()).then_some(start),
-            Some(re) => re
-                .shortest_match_at(haystack, start)
-                .map(|end| end.saturating_sub(1).max(start)),
+        let every_line = (start < haystack.len()).then_some(start);
+        let Some(search) = &self.search else {
+            return every_line;
+        };
+        let input = Input::new(haystack).range(start..).earliest(true);
+        let mut cache = search.caches.get();
+        match search.dfa.try_search_fwd(&mut cache, &input) {
+            Ok(found) => found.map(|end| end.offset().saturating_sub(1).max(start)),
+            // The relaxed patterns have no assertion, so the DFA has nothing to give up on;
+            // should it anyway, the next line is a candidate (the prefilter only saves work).
+            Err(_) => every_line,
         }
     }
 
     /// Whether every line is a candidate.
     pub fn is_every_line(&self) -> bool {
-        self.regex.is_none()
+        self.search.is_none()
     }
 }
 
