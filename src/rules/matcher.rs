@@ -5,8 +5,8 @@
 //! [`Matcher::evaluate`] checks each rule whose patterns hit (and the event-only rules) against
 //! those hits and the parsed events. Advice lines are never evidence.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 
 use super::conditions::event_captures;
 use super::pattern::group_text;
@@ -29,8 +29,8 @@ const MAX_EVIDENCE: usize = 8;
 pub struct Hit {
     /// Original line number.
     pub line: u64,
-    /// Normalized text (cut like event texts), shared by the patterns that hit the line.
-    pub text: Arc<str>,
+    /// Normalized text (cut like event texts).
+    pub text: String,
     /// Rank that printed it.
     pub rank: Option<u32>,
     /// The line is known to be a warning: logged at the warning level, or its text was cut and
@@ -39,7 +39,22 @@ pub struct Hit {
 }
 
 impl Hit {
-    fn new(line: &Line<'_>) -> Self {
+    /// The line is a warning (a logged warning or `SomethingWarning:`), not an error.
+    pub fn is_warning(&self) -> bool {
+        self.known_warning || is_warning_text(&self.text)
+    }
+}
+
+/// What the patterns that matched one line record of it.
+struct Seen<'a> {
+    line: u64,
+    text: Cow<'a, str>,
+    rank: Option<u32>,
+    known_warning: bool,
+}
+
+impl<'a> Seen<'a> {
+    fn new(line: &'a Line<'_>) -> Self {
         let trimmed = line.text.trim();
         let text = crate::model::clipped_text(trimmed);
         // Most hits are never evidence: the text is only read for warnings when asked, unless
@@ -49,13 +64,26 @@ impl Hit {
             line: line.number,
             rank: line.rank(),
             known_warning: line.meta.level == Some(Level::Warning) || (cut && is_warning_text(trimmed)),
-            text: Arc::from(text.as_ref()),
+            text,
         }
     }
 
-    /// The line is a warning (a logged warning or `SomethingWarning:`), not an error.
-    pub fn is_warning(&self) -> bool {
-        self.known_warning || is_warning_text(&self.text)
+    fn to_hit(&self) -> Hit {
+        Hit {
+            line: self.line,
+            text: self.text.as_ref().to_owned(),
+            rank: self.rank,
+            known_warning: self.known_warning,
+        }
+    }
+
+    /// Overwrites `hit`, reusing its text's allocation.
+    fn write_into(&self, hit: &mut Hit) {
+        hit.line = self.line;
+        hit.rank = self.rank;
+        hit.known_warning = self.known_warning;
+        hit.text.clear();
+        hit.text.push_str(&self.text);
     }
 }
 
@@ -68,15 +96,18 @@ struct Hits {
 }
 
 impl Hits {
-    fn record(&mut self, hit: Hit) {
+    fn record(&mut self, seen: &Seen<'_>) {
         self.total = self.total.saturating_add(1);
         if self.first.len() < KEPT_HITS {
-            self.first.push(hit);
+            self.first.push(seen.to_hit());
+        } else if self.last.len() == KEPT_HITS
+            && let Some(mut oldest) = self.last.pop_front()
+        {
+            // A long run of the same pattern (progress lines) allocates nothing per line.
+            seen.write_into(&mut oldest);
+            self.last.push_back(oldest);
         } else {
-            if self.last.len() == KEPT_HITS {
-                self.last.pop_front();
-            }
-            self.last.push_back(hit);
+            self.last.push_back(seen.to_hit());
         }
     }
 
@@ -263,10 +294,10 @@ impl LineSink for Matcher<'_> {
         if !set.matches(line.text.as_bytes(), matches) || advice_kind(line.text).is_some() {
             return;
         }
-        let hit = Hit::new(line);
+        let seen = Seen::new(line);
         for p in matches.iter() {
             if let Some(hits) = self.hits.get_mut(p) {
-                hits.record(hit.clone());
+                hits.record(&seen);
             }
         }
     }
@@ -275,7 +306,7 @@ impl LineSink for Matcher<'_> {
 fn evidence_line(hit: &Hit, total: u32) -> EvidenceLine {
     EvidenceLine {
         line: hit.line,
-        text: hit.text.to_string(),
+        text: hit.text.clone(),
         rank: hit.rank,
         repeats: (total > 1).then_some(total),
     }
