@@ -1,7 +1,7 @@
 //! Parsing: normalized lines in, typed [`Event`]s out.
 //!
 //! One-line facts (CUDA errors, cuBLAS / cuDNN / NCCL statuses, OOM figures, advice, shapes,
-//! versions) come from *extractors*, each guarded by a trigger regex; a `RegexSet` of all triggers
+//! versions) come from *extractors*, each guarded by a trigger regex; one set of all triggers
 //! ([`LineSet`]) dispatches a line to the extractors that can use it. Multi-line structures (Python tracebacks,
 //! C++ stacks, torchrun failure summaries) are state machines that ask for every line while open.
 //! Parsing never fails: odd input gives fewer events, and warnings.
