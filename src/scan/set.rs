@@ -73,6 +73,7 @@ const MISSES_BEFORE_CHECKING: u32 = 4;
 impl LineSet {
     /// Compiles `patterns`, pattern `i` of the set being `patterns[i]`.
     pub fn new<P: AsRef<str>>(patterns: &[P], syntax: SetSyntax) -> Result<Self, SetError> {
+        let utf8 = syntax == SetSyntax::Unicode;
         let (syntax, nfa_limit, cache_capacity) = match syntax {
             // The lazy DFA's cache: at 2 MiB the parser's dispatch set filled it on a few
             // hundred different real logs, cleared it and built the same states again, which
@@ -91,6 +92,7 @@ impl LineSet {
             .syntax(syntax)
             .configure(
                 thompson::Config::new()
+                    .utf8(utf8)
                     .which_captures(WhichCaptures::None)
                     .nfa_size_limit(Some(nfa_limit)),
             )
