@@ -119,6 +119,9 @@ impl Prefilter {
         let Some(search) = &self.search else {
             return every_line;
         };
+        if start > haystack.len() {
+            return None;
+        }
         let input = Input::new(haystack).range(start..).earliest(true);
         let mut cache = search.caches.get();
         match search.dfa.try_search_fwd(&mut cache, &input) {
@@ -296,5 +299,11 @@ mod tests {
         );
         assert_eq!(p.next_candidate(b"a\nb\x1b[0mc\n", 0), Some(3));
         assert_eq!(p.next_candidate(b"plain\n", 0), None);
+        assert_eq!(p.next_candidate(b"plain\n", 6), None);
+        assert_eq!(
+            p.next_candidate(b"plain\n", 60),
+            None,
+            "past the end is no candidate, no panic"
+        );
     }
 }
