@@ -171,7 +171,7 @@ impl LineSet {
         match self.dfa.try_search_fwd(cache, &earliest) {
             Ok(found) => found.is_some(),
             Err(_) => {
-                let (cache, _) = out.pikevm_state(self);
+                let (cache, _) = self.pikevm_state(&mut out.pikevm);
                 self.pikevm.is_match(cache, earliest)
             }
         }
@@ -199,13 +199,23 @@ impl LineSet {
 
     fn list_matches_slowly(&self, input: &Input<'_>, out: &mut SetMatches) {
         out.clear();
-        let (cache, which) = out.pikevm_state(self);
+        let SetMatches {
+            pikevm, list, seen, ..
+        } = out;
+        let (cache, which) = self.pikevm_state(pikevm);
         which.clear();
         self.pikevm.which_overlapping_matches(cache, input, which);
-        let found: Vec<usize> = which.iter().map(|p| p.as_usize()).collect();
-        for p in found {
-            out.insert(p);
+        for p in which.iter() {
+            insert(list, seen, p.as_usize());
         }
+    }
+
+    /// The PikeVM's cache and match set of a match list, made on first need.
+    fn pikevm_state<'a>(
+        &self,
+        slot: &'a mut Option<(pikevm::Cache, PatternSet)>,
+    ) -> &'a mut (pikevm::Cache, PatternSet) {
+        slot.get_or_insert_with(|| (self.pikevm.create_cache(), PatternSet::new(self.len())))
     }
 }
 
@@ -215,10 +225,6 @@ impl SetMatches {
         self.list.iter().copied()
     }
 
-    fn insert(&mut self, pattern: usize) {
-        insert(&mut self.list, &mut self.seen, pattern);
-    }
-
     fn clear(&mut self) {
         for &p in &self.list {
             if let Some(seen) = self.seen.get_mut(p) {
@@ -226,11 +232,6 @@ impl SetMatches {
             }
         }
         self.list.clear();
-    }
-
-    fn pikevm_state(&mut self, set: &LineSet) -> &mut (pikevm::Cache, PatternSet) {
-        self.pikevm
-            .get_or_insert_with(|| (set.pikevm.create_cache(), PatternSet::new(set.len())))
     }
 }
 
