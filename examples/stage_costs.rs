@@ -80,17 +80,8 @@ fn main() {
             scan_slice(piece, prefilter, &mut parser);
         }
     });
-    let matcher = best_of_three(|| {
-        let mut matcher = faultline::rules::matcher::Matcher::new(&rules);
-        for piece in &pieces {
-            scan_slice(piece, prefilter, &mut matcher);
-        }
-    });
     let one_thread = best_of_three(|| {
-        let mut sink = (
-            faultline::parse::Parser::new(),
-            faultline::rules::matcher::Matcher::new(&rules),
-        );
+        let mut sink = faultline::diagnose::LineAnalyzer::new(&rules);
         for piece in &pieces {
             scan_slice(piece, prefilter, &mut sink);
         }
@@ -102,7 +93,6 @@ fn main() {
     println!("find candidates:           {find:?}");
     println!("+ normalize them:          {normalize:?}");
     println!("+ parser (no rules):       {parse:?}");
-    println!("+ rule matcher (no parser): {matcher:?}");
-    println!("parser and matcher:        {one_thread:?}");
+    println!("parser and rule patterns:  {one_thread:?}");
     println!("analyze, two threads:      {analyze:?}");
 }

@@ -4,18 +4,24 @@
 //! other runtimes and formats, and decoys whose logs mention CUDA without a GPU cause. See
 //! tests/fixtures/README.md.
 
-use faultline::diagnose::analyze_str;
-use faultline::eval::{judge, read_cases, report};
+use faultline::diagnose::{LineAnalyzer, analyze_str};
+use faultline::eval::{Case, judge, read_cases, report};
+use faultline::parse::Parser;
 use faultline::rules::RuleSet;
+use faultline::scan::{ScanStats, scan_slice};
 
-#[test]
-fn real_logs_the_rules_were_not_written_from_are_diagnosed_and_never_confidently_wrong() {
+fn held_out() -> Vec<Case> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/corpus/held_out.jsonl"
     );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-    let cases = read_cases(&text, path).unwrap_or_else(|e| panic!("{e}"));
+    read_cases(&text, path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn real_logs_the_rules_were_not_written_from_are_diagnosed_and_never_confidently_wrong() {
+    let cases = held_out();
     assert!(cases.len() >= 1_880, "{} cases", cases.len());
     let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
     let predictions = cases
@@ -35,4 +41,23 @@ fn real_logs_the_rules_were_not_written_from_are_diagnosed_and_never_confidently
         "{}; missed: {misses:?}",
         report.summary_line()
     );
+}
+
+#[test]
+fn the_analysis_finds_the_parsers_triggers_with_the_rule_patterns_as_the_parser_alone_does() {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let prefilter = &rules.automata().unwrap_or_else(|e| panic!("{e}")).prefilter;
+    let mut events = 0;
+    for case in held_out() {
+        let log = case.log.as_bytes();
+        let mut alone = Parser::new();
+        let stats = scan_slice(log, prefilter, &mut alone);
+        let mut analyzer = LineAnalyzer::new(&rules);
+        scan_slice(log, prefilter, &mut analyzer);
+        let (together, _) = analyzer.into_parts();
+        let alone = alone.finish(stats).events;
+        assert_eq!(together.finish(ScanStats::default()).events, alone, "{}", case.id);
+        events += alone.len();
+    }
+    assert!(events > 5_000, "{events} events");
 }

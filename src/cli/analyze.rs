@@ -140,11 +140,11 @@ pub(super) fn run(args: &AnalyzeArgs, out: &mut impl Write) -> anyhow::Result<u8
             submitted.diagnosis
         }
         None => {
-            // The second core compiles the parser's patterns while this one loads the rules
+            // The second core compiles the normalizer's patterns while this one loads the rules
             // (where no thread can be started, the first line compiles them instead).
             let _ = std::thread::Builder::new()
                 .name("faultline-warm-up".into())
-                .spawn(crate::parse::warm_up);
+                .spawn(crate::normalize::warm_up);
             let rules = args.rules.load()?;
             let mut diagnosis = analyze_reader(&rules, input)
                 .context("cannot read the log")?

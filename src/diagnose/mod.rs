@@ -1,22 +1,25 @@
 //! The whole pure pipeline: raw log → [`Diagnosis`].
 //!
-//! One streaming pass normalizes the candidate lines and feeds them both to the parser (events)
-//! and to the rule matcher (pattern hits); then the matching rules become findings, ranked root
+//! One streaming pass normalizes the candidate lines, finds the parser's triggers and the rule
+//! patterns on each with one set, and feeds them to the parser (events) and to the rule matcher
+//! (pattern hits); then the matching rules become findings, ranked root
 //! causes first, with their templates filled from the captured values, and the diagnosis gets its
 //! fingerprint.
 
 mod fingerprint;
+mod lines;
 mod rank;
 
 pub use fingerprint::{fingerprint, mask_message};
+pub use lines::LineAnalyzer;
 pub use rank::class_matches;
 
 use std::collections::BTreeMap;
 use std::io::Read;
 
 use crate::model::{Cause, DIAGNOSIS_FORMAT_VERSION, Diagnosis, EventKind, EvidenceLine, Finding, Fix, Role};
-use crate::parse::{Parsed, Parser};
-use crate::rules::matcher::{Match, Matcher};
+use crate::parse::Parsed;
+use crate::rules::matcher::Match;
 use crate::rules::{Rule, RuleSet};
 use crate::scan;
 
@@ -31,14 +34,14 @@ pub struct Analysis {
 
 /// Analyzes a log from a reader, streaming.
 pub fn analyze_reader<R: Read + Send>(rules: &RuleSet, reader: R) -> std::io::Result<Analysis> {
-    let mut sink = (Parser::new(), Matcher::new(rules));
+    let mut sink = LineAnalyzer::new(rules);
     let stats = scan::scan(reader, prefilter(rules), &mut sink)?;
     Ok(finish(rules, sink, stats))
 }
 
 /// Analyzes a log held in memory.
 pub fn analyze_bytes(rules: &RuleSet, bytes: &[u8]) -> Analysis {
-    let mut sink = (Parser::new(), Matcher::new(rules));
+    let mut sink = LineAnalyzer::new(rules);
     let stats = scan::scan_slice(bytes, prefilter(rules), &mut sink);
     finish(rules, sink, stats)
 }
@@ -46,7 +49,7 @@ pub fn analyze_bytes(rules: &RuleSet, bytes: &[u8]) -> Analysis {
 /// Analyzes a log reading every line, without the prefilter: the reference the prefilter must
 /// agree with (tests use it; it is slower and gives the same diagnosis).
 pub fn analyze_every_line(rules: &RuleSet, bytes: &[u8]) -> Analysis {
-    let mut sink = (Parser::new(), Matcher::new(rules));
+    let mut sink = LineAnalyzer::new(rules);
     let stats = scan::scan_slice(bytes, &crate::scan::Prefilter::every_line(), &mut sink);
     finish(rules, sink, stats)
 }
@@ -59,7 +62,8 @@ fn prefilter(rules: &RuleSet) -> &crate::scan::Prefilter {
         .map_or_else(|_| crate::parse::prefilter(), |a| &a.prefilter)
 }
 
-fn finish(rules: &RuleSet, (parser, matcher): (Parser, Matcher<'_>), stats: scan::ScanStats) -> Analysis {
+fn finish(rules: &RuleSet, sink: LineAnalyzer<'_>, stats: scan::ScanStats) -> Analysis {
+    let (parser, matcher) = sink.into_parts();
     let mut parsed = parser.finish(stats);
     if let Err(e) = rules.automata() {
         parsed.warnings.push(crate::model::Warning::new(

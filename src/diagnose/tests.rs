@@ -83,7 +83,7 @@ fn a_large_log_scanned_on_two_threads_gets_the_diagnosis_of_one_thread() {
     let mut log = Vec::new();
     // Writing into a Vec cannot fail; large enough for two threads, failures included.
     let _ = noisy_log::generate(9 << 20, 7, &mut log);
-    let mut sink = (Parser::new(), Matcher::new(&rules));
+    let mut sink = LineAnalyzer::new(&rules);
     let stats = scan::scan_slice_one_thread(&log, prefilter(&rules), &mut sink);
     let one = finish(&rules, sink, stats);
     let two = analyze_bytes(&rules, &log);

@@ -94,18 +94,24 @@ fn extractors() -> impl Iterator<Item = &'static Extractor> {
 
 static EXTRACTORS: LazyLock<Vec<&'static Extractor>> = LazyLock::new(|| extractors().collect());
 
-/// One set of every trigger: the extractors' first, then those that can open a traceback, a C++
-/// stack, a torchrun summary. One pass over a line says which code has anything to do with it.
-static DISPATCH: LazyLock<LineSet> = LazyLock::new(|| {
+/// Every trigger, in dispatch order (the extractors' first, then those that can open a
+/// traceback, a C++ stack, a torchrun summary), with ASCII word boundaries: as the dispatch set
+/// compiles them, and as the rule base's line set compiles them after its own patterns.
+pub fn dispatch_patterns() -> Vec<String> {
     let structures = [traceback::TRIGGERS, cpp::TRIGGERS, child::TRIGGERS];
-    let all = EXTRACTORS
+    EXTRACTORS
         .iter()
         .map(|e| e.trigger)
         .chain(structures.into_iter().flatten().copied())
         .map(crate::scan::ascii_word_boundaries)
-        .collect::<Vec<_>>();
+        .collect()
+}
+
+/// One set of every trigger: one pass over a line says which code has anything to do with it.
+/// (The analysis does without it: the rule base's line set holds the triggers too.)
+static DISPATCH: LazyLock<LineSet> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
-    LineSet::new(&all, SetSyntax::Unicode).expect("parser triggers compile")
+    LineSet::new(&dispatch_patterns(), SetSyntax::Unicode).expect("parser triggers compile")
 });
 
 /// Which structure parsers a line may start (from the dispatch set's matches).
@@ -124,14 +130,6 @@ pub fn trigger_patterns() -> impl Iterator<Item = &'static str> {
         .chain(traceback::TRIGGERS.iter().copied())
         .chain(cpp::TRIGGERS.iter().copied())
         .chain(child::TRIGGERS.iter().copied())
-}
-
-/// Compiles what the parser and the normalizer compile on first use (the dispatch set, the
-/// prefix patterns), so that a caller can have it done on another thread while it loads the rule
-/// base: the first line of the first log otherwise waits ~20 ms for it.
-pub fn warm_up() {
-    LazyLock::force(&DISPATCH);
-    crate::normalize::warm_up();
 }
 
 /// The prefilter for parsing alone.
@@ -163,8 +161,9 @@ pub struct Parser {
     tracebacks: traceback::Tracebacks,
     cpp: cpp::CppTraces,
     children: child::ChildFailures,
-    /// The dispatch set's matches on the current line.
-    dispatch: SetMatches,
+    /// The dispatch set's matches on the current line (made on the first line that comes
+    /// without its triggers).
+    dispatch: Option<SetMatches>,
 }
 
 impl Default for Parser {
@@ -174,7 +173,7 @@ impl Default for Parser {
             tracebacks: traceback::Tracebacks::default(),
             cpp: cpp::CppTraces::default(),
             children: child::ChildFailures::default(),
-            dispatch: DISPATCH.new_matches(),
+            dispatch: None,
         }
     }
 }
@@ -208,19 +207,29 @@ impl LineSink for Parser {
     }
 
     fn line(&mut self, line: &Line<'_>) {
-        let (extractors, tb, cpp) = (
-            EXTRACTORS.len(),
-            EXTRACTORS.len() + traceback::TRIGGERS.len(),
-            EXTRACTORS.len() + traceback::TRIGGERS.len() + cpp::TRIGGERS.len(),
-        );
+        let mut dispatch = self.dispatch.take().unwrap_or_else(|| DISPATCH.new_matches());
+        DISPATCH.matches(line.text.as_bytes(), &mut dispatch);
+        self.triggered_line(line, dispatch.iter());
+        self.dispatch = Some(dispatch);
+    }
+}
+
+impl Parser {
+    /// Reads `line`, whose matching triggers someone else found: `triggers` are indices into
+    /// [`dispatch_patterns`], ascending.
+    pub fn triggered_line(&mut self, line: &Line<'_>, triggers: impl IntoIterator<Item = usize>) {
+        let extractors = EXTRACTORS.len();
+        let tb = extractors + traceback::TRIGGERS.len();
+        let cpp = tb + cpp::TRIGGERS.len();
+        let child = cpp + child::TRIGGERS.len();
         let mut starts = Starts::default();
-        DISPATCH.matches(line.text.as_bytes(), &mut self.dispatch);
-        for i in self.dispatch.iter() {
+        for i in triggers {
             match i {
                 i if i < extractors => (EXTRACTORS[i].handle)(&mut self.out, line),
                 i if i < tb => starts.traceback = true,
                 i if i < cpp => starts.cpp = true,
-                _ => starts.child = true,
+                i if i < child => starts.child = true,
+                _ => {}
             }
         }
         self.tracebacks.line(&mut self.out, line, starts.traceback);

@@ -1,7 +1,8 @@
 //! Matching rules against a log in one pass.
 //!
-//! While the log streams, [`Matcher`] runs the rule set's pattern set once per candidate line and
-//! remembers where each pattern hit (a bounded number of hits per pattern). When the log is done,
+//! While the log streams, [`Matcher`] remembers where each rule pattern hit (a bounded number of
+//! hits per pattern; the analysis finds them with the rule base's line set, in the same pass over
+//! the line that finds the parser's triggers). When the log is done,
 //! [`Matcher::evaluate`] checks each rule whose patterns hit (and the event-only rules) against
 //! those hits and the parsed events. Advice lines are never evidence.
 
@@ -16,7 +17,6 @@ use crate::normalize::Level;
 use crate::normalize::Line;
 use crate::parse::{Parsed, advice_kind, is_warning_text};
 use crate::rules::version::Version;
-use crate::scan::{LineSet, LineSink, SetMatches};
 
 /// Hits kept at each end of a pattern's hit list.
 const KEPT_HITS: usize = 16;
@@ -145,9 +145,6 @@ pub struct Match {
 #[derive(Debug)]
 pub struct Matcher<'r> {
     rules: &'r RuleSet,
-    /// The set of all line patterns and its matches on the current line (`None` if the rule
-    /// base could not be built as a whole).
-    set: Option<(&'r LineSet, SetMatches)>,
     /// Hits by pattern id.
     hits: Vec<Hits>,
 }
@@ -157,8 +154,21 @@ impl<'r> Matcher<'r> {
     pub fn new(rules: &'r RuleSet) -> Self {
         Self {
             rules,
-            set: rules.automata().ok().map(|a| (&a.set, a.set.new_matches())),
             hits: (0..rules.patterns().len()).map(|_| Hits::default()).collect(),
+        }
+    }
+
+    /// Records that `patterns` (ids of the rule base's pattern table) matched `line`; advice
+    /// lines are never recorded.
+    pub fn record(&mut self, line: &Line<'_>, patterns: &[usize]) {
+        if patterns.is_empty() || advice_kind(line.text).is_some() {
+            return;
+        }
+        let seen = Seen::new(line);
+        for &p in patterns {
+            if let Some(hits) = self.hits.get_mut(p) {
+                hits.record(&seen);
+            }
         }
     }
 
@@ -282,24 +292,6 @@ impl<'r> Matcher<'r> {
                     .cloned()
             })
             .collect()
-    }
-}
-
-impl LineSink for Matcher<'_> {
-    /// Records where patterns matched `line`; advice lines are never recorded.
-    fn line(&mut self, line: &Line<'_>) {
-        let Some((set, matches)) = &mut self.set else {
-            return;
-        };
-        if !set.matches(line.text.as_bytes(), matches) || advice_kind(line.text).is_some() {
-            return;
-        }
-        let seen = Seen::new(line);
-        for p in matches.iter() {
-            if let Some(hits) = self.hits.get_mut(p) {
-                hits.record(&seen);
-            }
-        }
     }
 }
 

@@ -171,13 +171,26 @@ impl PatternTable {
 }
 
 /// The automata built from all rules together: the raw-bytes prefilter (with the parser's
-/// triggers) and the set of every line pattern. Built once, at first analysis.
+/// triggers) and the set of every line pattern and trigger. Built once, at first analysis.
 #[derive(Debug, Clone)]
 pub struct Automata {
     /// Finds candidate lines.
     pub prefilter: Prefilter,
-    /// Every line pattern, one pass per candidate line.
+    /// Every line pattern (pattern `i` of the set is the table's pattern `i`), then the parser's
+    /// triggers ([`crate::parse::dispatch_patterns`]): one pass per line serves both.
     pub set: LineSet,
+    /// How many of the set's patterns are rule patterns.
+    rule_patterns: usize,
+}
+
+impl Automata {
+    /// Splits the set's matches on a line (ascending) into the rule patterns' ids and the
+    /// parser triggers' (indices into [`crate::parse::dispatch_patterns`]).
+    pub fn split<'m>(&self, matched: &'m [usize]) -> (&'m [usize], impl Iterator<Item = usize> + 'm) {
+        let rule_patterns = self.rule_patterns;
+        let (patterns, triggers) = matched.split_at(matched.partition_point(|&p| p < rule_patterns));
+        (patterns, triggers.iter().map(move |&t| t - rule_patterns))
+    }
 }
 
 /// A compiled rule base.
@@ -374,7 +387,7 @@ impl RuleSet {
             .get_or_init(|| {
                 // The two are independent and cost about the same: a second core builds the set.
                 // (On this thread alone when no thread can be started.)
-                let build_set = || LineSet::new(&self.patterns.sources, SetSyntax::Bytes);
+                let build_set = || LineSet::new(&self.set_patterns(), SetSyntax::Bytes);
                 let (set, prefilter) = std::thread::scope(|scope| {
                     let helper = std::thread::Builder::new().spawn_scoped(scope, build_set);
                     let prefilter = self.prefilter();
@@ -388,9 +401,22 @@ impl RuleSet {
                 });
                 let set = set.map_err(|e| LoadError::Combined(e.to_string()))?;
                 let prefilter = prefilter.map_err(|e| LoadError::Combined(e.to_string()))?;
-                Ok(Automata { prefilter, set })
+                Ok(Automata {
+                    prefilter,
+                    set,
+                    rule_patterns: self.patterns.len(),
+                })
             })
             .as_ref()
+    }
+
+    /// The line set's patterns: the rule patterns as they are (ASCII classes on bytes, see
+    /// `pattern`), then the parser's triggers with the Unicode classes they are written for.
+    fn set_patterns(&self) -> Vec<String> {
+        let triggers = crate::parse::dispatch_patterns()
+            .into_iter()
+            .map(|t| format!("(?u:{t})"));
+        self.patterns.sources.iter().cloned().chain(triggers).collect()
     }
 
     /// The parser's triggers and every rule pattern, relaxed, as one prefilter.

@@ -225,6 +225,11 @@ impl SetMatches {
         self.list.iter().copied()
     }
 
+    /// The patterns that matched, ascending.
+    pub fn as_slice(&self) -> &[usize] {
+        &self.list
+    }
+
     fn clear(&mut self) {
         for &p in &self.list {
             if let Some(seen) = self.seen.get_mut(p) {
