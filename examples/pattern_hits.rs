@@ -18,7 +18,7 @@ fn main() {
         counts.push((n, src.to_owned()));
     }
     for t in faultline::parse::trigger_patterns() {
-        let relaxed = faultline::scan::relax(t).unwrap_or_default();
+        let relaxed = faultline::scan::relax(&t).unwrap_or_default();
         if let Ok(re) = regex::bytes::Regex::new(&relaxed) {
             let n = lines.iter().filter(|l| re.is_match(l.as_bytes())).count();
             counts.push((n, format!("PARSER {t}")));

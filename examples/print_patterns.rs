@@ -8,7 +8,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let relaxed = std::env::args().any(|a| a == "--relaxed");
     let with_rules = std::env::args().any(|a| a == "--rules");
-    let mut patterns: Vec<String> = faultline::parse::trigger_patterns().map(str::to_owned).collect();
+    let mut patterns: Vec<String> = faultline::parse::trigger_patterns().collect();
     if with_rules {
         let rules = match faultline::rules::RuleSet::embedded() {
             Ok(rules) => rules,

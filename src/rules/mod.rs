@@ -26,7 +26,7 @@ use std::sync::OnceLock;
 
 use pattern::Pattern;
 
-use crate::scan::{LineSet, Prefilter, SetSyntax};
+use crate::scan::{LineSet, Prefilter};
 use spec::{ClassSpec, RuleSpec, TaxonomySpec};
 
 mod embedded {
@@ -177,7 +177,7 @@ pub struct Automata {
     /// Finds candidate lines.
     pub prefilter: Prefilter,
     /// Every line pattern (pattern `i` of the set is the table's pattern `i`), then the parser's
-    /// triggers ([`crate::parse::dispatch_patterns`]): one pass per line serves both.
+    /// triggers ([`crate::parse::trigger_patterns`]): one pass per line serves both.
     pub set: LineSet,
     /// How many of the set's patterns are rule patterns.
     rule_patterns: usize,
@@ -185,7 +185,7 @@ pub struct Automata {
 
 impl Automata {
     /// Splits the set's matches on a line (ascending) into the rule patterns' ids and the
-    /// parser triggers' (indices into [`crate::parse::dispatch_patterns`]).
+    /// parser triggers' (indices into [`crate::parse::trigger_patterns`]).
     pub fn split<'m>(&self, matched: &'m [usize]) -> (&'m [usize], impl Iterator<Item = usize> + 'm) {
         let rule_patterns = self.rule_patterns;
         let (patterns, triggers) = matched.split_at(matched.partition_point(|&p| p < rule_patterns));
@@ -387,7 +387,7 @@ impl RuleSet {
             .get_or_init(|| {
                 // The two are independent and cost about the same: a second core builds the set.
                 // (On this thread alone when no thread can be started.)
-                let build_set = || LineSet::new(&self.set_patterns(), SetSyntax::Bytes);
+                let build_set = || LineSet::new(&self.set_patterns());
                 let (set, prefilter) = std::thread::scope(|scope| {
                     let helper = std::thread::Builder::new().spawn_scoped(scope, build_set);
                     let prefilter = self.prefilter();
@@ -410,27 +410,18 @@ impl RuleSet {
             .as_ref()
     }
 
-    /// The line set's patterns: the rule patterns as they are (ASCII classes on bytes, see
-    /// `pattern`), then the parser's triggers with the Unicode classes they are written for.
+    /// The line set's patterns: the rule patterns, then the parser's triggers.
     fn set_patterns(&self) -> Vec<String> {
-        let triggers = crate::parse::dispatch_patterns()
-            .into_iter()
-            .map(|t| format!("(?u:{t})"));
-        self.patterns.sources.iter().cloned().chain(triggers).collect()
+        let rule_patterns = self.patterns.sources.iter().cloned();
+        rule_patterns.chain(crate::parse::trigger_patterns()).collect()
     }
 
     /// The parser's triggers and every rule pattern, relaxed, as one prefilter.
     fn prefilter(&self) -> Result<Prefilter, crate::scan::PrefilterError> {
-        let mut prefilter_patterns: Vec<&str> = crate::parse::trigger_patterns().collect();
         // Rule patterns are ASCII-classed (see `pattern`); so are their relaxed forms.
-        let ascii: Vec<String> = self
-            .patterns
-            .sources
-            .iter()
-            .map(|p| format!("(?-u:{p})"))
-            .collect();
-        prefilter_patterns.extend(ascii.iter().map(String::as_str));
-        Prefilter::new(prefilter_patterns)
+        let ascii = self.patterns.sources.iter().map(|p| format!("(?-u:{p})"));
+        let patterns: Vec<String> = crate::parse::trigger_patterns().chain(ascii).collect();
+        Prefilter::new(patterns.iter().map(String::as_str))
     }
 
     /// The taxonomy.

@@ -13,7 +13,7 @@ mod set;
 use pipeline::Split;
 
 pub use prefilter::{Prefilter, PrefilterError, ascii_word_boundaries, relax};
-pub use set::{LineSet, SetError, SetMatches, SetSyntax};
+pub use set::{LineSet, SetError, SetMatches};
 
 use std::io::{self, Read};
 use std::ops::Range;

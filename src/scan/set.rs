@@ -17,15 +17,6 @@ use regex_automata::nfa::thompson::{self, NFA, WhichCaptures, pikevm};
 use regex_automata::util::syntax;
 use regex_automata::{Input, MatchKind, PatternSet};
 
-/// How a set reads its patterns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SetSyntax {
-    /// Unicode classes on UTF-8 text, as `regex::RegexSet` reads them by default.
-    Unicode,
-    /// ASCII classes on bytes, as the rule patterns are compiled (see `rules::pattern`).
-    Bytes,
-}
-
 /// A set that did not compile.
 #[derive(Debug, thiserror::Error)]
 pub enum SetError {
@@ -70,31 +61,25 @@ pub struct SetMatches {
 /// match. Where most lines match (a traceback), the list is made at once.
 const MISSES_BEFORE_CHECKING: u32 = 4;
 
+/// The most memory a lazy DFA cache may take. At 2 MiB the parser's trigger set filled it on a
+/// few hundred different real logs, cleared it and built the same states again, which made a
+/// pass over the held-out corpus's logs 3.3 times slower (`cargo bench --bench pipeline`). The
+/// cache grows only as states are built: a 100 MB noisy log takes ~3 MiB.
+const CACHE_BYTES: usize = 64 << 20;
+
 impl LineSet {
-    /// Compiles `patterns`, pattern `i` of the set being `patterns[i]`.
-    pub fn new<P: AsRef<str>>(patterns: &[P], syntax: SetSyntax) -> Result<Self, SetError> {
-        let utf8 = syntax == SetSyntax::Unicode;
-        let (syntax, nfa_limit, cache_capacity) = match syntax {
-            // The lazy DFA's cache: at 2 MiB the parser's dispatch set filled it on a few
-            // hundred different real logs, cleared it and built the same states again, which
-            // made a pass over the held-out corpus's logs 3.3 times slower (`cargo bench --bench
-            // pipeline -- held_out_corpus`). The cache grows only as states are built: those
-            // logs need well under 8 MiB.
-            SetSyntax::Unicode => (syntax::Config::new(), 10 << 20, 16 << 20),
-            // A whole rule base as one set stays well under these.
-            SetSyntax::Bytes => (
-                syntax::Config::new().unicode(false).utf8(false),
-                512 << 20,
-                64 << 20,
-            ),
-        };
+    /// Compiles `patterns`, pattern `i` of the set being `patterns[i]`, as the rule patterns are
+    /// read (see `rules::pattern`): ASCII classes on bytes, unless a pattern asks for Unicode
+    /// (`(?u:…)`).
+    pub fn new<P: AsRef<str>>(patterns: &[P]) -> Result<Self, SetError> {
         let nfa: NFA = thompson::Compiler::new()
-            .syntax(syntax)
+            .syntax(syntax::Config::new().unicode(false).utf8(false))
             .configure(
                 thompson::Config::new()
-                    .utf8(utf8)
+                    .utf8(false)
                     .which_captures(WhichCaptures::None)
-                    .nfa_size_limit(Some(nfa_limit)),
+                    // A whole rule base as one set stays well under it.
+                    .nfa_size_limit(Some(512 << 20)),
             )
             .build_many(patterns)
             .map_err(Box::new)?;
@@ -102,7 +87,7 @@ impl LineSet {
             .configure(
                 DFA::config()
                     .match_kind(MatchKind::All)
-                    .cache_capacity(cache_capacity)
+                    .cache_capacity(CACHE_BYTES)
                     .unicode_word_boundary(true),
             )
             .build_from_nfa(nfa.clone())
@@ -268,7 +253,7 @@ mod tests {
 
     #[test]
     fn a_set_lists_every_matching_pattern_in_order() {
-        let set = LineSet::new(&["b", "a", "z", "a+"], SetSyntax::Bytes);
+        let set = LineSet::new(&["b", "a", "z", "a+"]);
         let set = set.unwrap_or_else(|e| panic!("{e}"));
         let mut out = set.new_matches();
         assert!(set.matches(b"xaab", &mut out));
@@ -277,7 +262,7 @@ mod tests {
 
     #[test]
     fn matches_of_an_earlier_line_are_forgotten() {
-        let set = LineSet::new(&["a", "b"], SetSyntax::Unicode).unwrap_or_else(|e| panic!("{e}"));
+        let set = LineSet::new(&["a", "b"]).unwrap_or_else(|e| panic!("{e}"));
         let mut out = set.new_matches();
         assert!(set.matches(b"a", &mut out));
         assert!(!set.matches(b"c", &mut out));
@@ -288,7 +273,7 @@ mod tests {
 
     #[test]
     fn a_line_matching_as_many_patterns_as_the_last_one_lists_its_own() {
-        let set = LineSet::new(&["a", "b", "c"], SetSyntax::Bytes).unwrap_or_else(|e| panic!("{e}"));
+        let set = LineSet::new(&["a", "b", "c"]).unwrap_or_else(|e| panic!("{e}"));
         let mut out = set.new_matches();
         let mut listed = |line: &[u8]| {
             set.matches(line, &mut out);
@@ -304,7 +289,7 @@ mod tests {
 
     #[test]
     fn after_a_run_of_lines_without_a_match_every_match_is_still_listed() {
-        let set = LineSet::new(&["a", "b", "ab"], SetSyntax::Bytes).unwrap_or_else(|e| panic!("{e}"));
+        let set = LineSet::new(&["a", "b", "ab"]).unwrap_or_else(|e| panic!("{e}"));
         let mut out = set.new_matches();
         for _ in 0..10 {
             assert!(!set.matches(b"xyz", &mut out));
@@ -317,9 +302,9 @@ mod tests {
     }
 
     #[test]
-    fn the_syntax_decides_how_classes_read_non_ascii_text() {
-        let unicode = LineSet::new(&[r"^\w+$"], SetSyntax::Unicode).unwrap_or_else(|e| panic!("{e}"));
-        let bytes = LineSet::new(&[r"^\w+$"], SetSyntax::Bytes).unwrap_or_else(|e| panic!("{e}"));
+    fn classes_are_ascii_unless_a_pattern_asks_for_unicode() {
+        let unicode = LineSet::new(&[r"(?u:^\w+$)"]).unwrap_or_else(|e| panic!("{e}"));
+        let bytes = LineSet::new(&[r"^\w+$"]).unwrap_or_else(|e| panic!("{e}"));
         let (mut a, mut b) = (unicode.new_matches(), bytes.new_matches());
         assert!(unicode.matches("café".as_bytes(), &mut a));
         assert!(!bytes.matches("café".as_bytes(), &mut b));
@@ -327,7 +312,7 @@ mod tests {
 
     #[test]
     fn a_pattern_that_matches_in_several_places_is_listed_once() {
-        let set = LineSet::new(&["x", "a"], SetSyntax::Bytes).unwrap_or_else(|e| panic!("{e}"));
+        let set = LineSet::new(&["x", "a"]).unwrap_or_else(|e| panic!("{e}"));
         let mut out = set.new_matches();
         assert!(set.matches(b"a a a x", &mut out));
         assert_eq!(out.iter().collect::<Vec<_>>(), vec![0, 1]);
@@ -336,7 +321,7 @@ mod tests {
     #[test]
     fn a_unicode_word_boundary_on_non_ascii_text_is_still_answered() {
         // The lazy DFA gives up on such a line; the PikeVM answers.
-        let set = LineSet::new(&[r"\bcafé\b", "zzz"], SetSyntax::Unicode).unwrap_or_else(|e| panic!("{e}"));
+        let set = LineSet::new(&[r"(?u:\bcafé\b)", "zzz"]).unwrap_or_else(|e| panic!("{e}"));
         let mut out = set.new_matches();
         assert!(set.matches("un café noir".as_bytes(), &mut out));
         assert_eq!(out.iter().collect::<Vec<_>>(), vec![0]);
@@ -352,7 +337,7 @@ mod tests {
 
     #[test]
     fn a_dropped_match_list_gives_its_warm_cache_to_the_next() {
-        let set = LineSet::new(&["a"], SetSyntax::Bytes).unwrap_or_else(|e| panic!("{e}"));
+        let set = LineSet::new(&["a"]).unwrap_or_else(|e| panic!("{e}"));
         let count = || set.caches.lock().map(|c| c.len()).unwrap_or(usize::MAX);
         let first = set.new_matches();
         let second = set.new_matches();
@@ -366,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_bad_pattern_is_an_error_not_a_panic() {
-        let err = LineSet::new(&["ok", "(unclosed"], SetSyntax::Bytes).err();
+        let err = LineSet::new(&["ok", "(unclosed"]).err();
         assert!(err.is_some_and(|e| !e.to_string().is_empty()));
     }
 }

@@ -47,7 +47,7 @@ pub(super) enum TbLine {
 pub(crate) const TRIGGERS: &[&str] = &[
     r"Traceback \(most recent call last\)",
     r#"^\s*File ""#,
-    r"^\s*[│╭]",
+    r"^\s*(?:│|╭)",
     r"^(?:Cell In\s?\[\d+\]|Input In \[\d+\]|<ipython-input-)",
     r"^File \S+:\d+, in ",
     r"^\S+\.py in [\w.<>]+\(",
