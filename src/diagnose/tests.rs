@@ -171,3 +171,20 @@ fn a_diagnosed_log_names_no_unexplained_error() {
         "no traceback, nothing to point at"
     );
 }
+
+#[test]
+fn a_short_log_scanned_without_the_prefilter_gets_the_diagnosis_the_prefilter_gives() {
+    let rules = rules();
+    let log = noisy_log::cuda_assert_traceback(3);
+    assert!(log.len() < 8 << 10, "short enough to be scanned line by line");
+    let mut sink = LineAnalyzer::new(&rules);
+    let stats = scan::scan_slice_one_thread(&log, prefilter(&rules), &mut sink);
+    let filtered = finish(&rules, sink, stats);
+    let short = analyze_bytes(&rules, &log);
+    assert!(!short.diagnosis.findings.is_empty());
+    assert_eq!(short.parsed.events, filtered.parsed.events);
+    assert_eq!(
+        serde_json::to_value(&short.diagnosis).ok(),
+        serde_json::to_value(&filtered.diagnosis).ok()
+    );
+}

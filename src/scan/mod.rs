@@ -79,7 +79,7 @@ pub fn scan<R: Read + Send>(
     if filled < first.len() {
         // The whole input fits in one block.
         first.truncate(filled);
-        return Ok(scan_slice_on_this_thread(&first, prefilter, sink).finish());
+        return Ok(scan_slice_on_this_thread(&first, for_size(filled, prefilter), sink).finish());
     }
     let input = io::Cursor::new(first).chain(reader);
     match pipeline::run(prefilter, sink, input, Split::Balanced, |input, target| {
@@ -93,7 +93,7 @@ pub fn scan<R: Read + Send>(
 /// Scans a log held in memory: the same result as [`scan`], without copying it into blocks.
 pub fn scan_slice(bytes: &[u8], prefilter: &Prefilter, sink: &mut impl LineSink) -> ScanStats {
     if bytes.len() < PIPELINE_MIN_BYTES {
-        return scan_slice_on_this_thread(bytes, prefilter, sink).finish();
+        return scan_slice_on_this_thread(bytes, for_size(bytes.len(), prefilter), sink).finish();
     }
     scan_slice_on_two_threads(bytes, prefilter, sink, Split::Balanced)
 }
@@ -135,6 +135,21 @@ pub(crate) fn scan_slice_one_thread(
 
 /// Inputs at least this large are scanned on two threads.
 const PIPELINE_MIN_BYTES: usize = 2 * BLOCK_BYTES;
+
+/// Inputs smaller than this are scanned without the prefilter: nearly every line of a short log
+/// (a traceback) is a candidate, so a pass over its bytes to find them costs more than the lines
+/// it skips (a 4 KB traceback: 88 → 82 µs per analysis; a 16 KB noisy log gains from it).
+const PREFILTER_MIN_BYTES: usize = 8 << 10;
+
+/// The prefilter to scan an input of `len` bytes with.
+fn for_size(len: usize, prefilter: &Prefilter) -> &Prefilter {
+    static EVERY_LINE: Prefilter = Prefilter::every_line();
+    if len < PREFILTER_MIN_BYTES {
+        &EVERY_LINE
+    } else {
+        prefilter
+    }
+}
 
 fn scan_on_this_thread<'p, R: Read>(
     mut reader: R,
@@ -490,11 +505,24 @@ mod tests {
         }
     }
 
+    /// Reads `input` on this thread, with a prefilter of `patterns` however short the input.
     fn run(input: &[u8], patterns: &[&str]) -> (Recorder, ScanStats) {
         let prefilter = Prefilter::new(patterns.iter().copied()).unwrap_or_else(|_| Prefilter::every_line());
         let mut rec = Recorder::default();
-        let stats = scan(input, &prefilter, &mut rec).unwrap_or_default();
-        (rec, stats)
+        let stats = scan_on_this_thread(input, &prefilter, &mut rec).map(ScanState::finish);
+        (rec, stats.unwrap_or_default())
+    }
+
+    #[test]
+    fn a_short_input_is_scanned_without_the_prefilter() {
+        let prefilter = Prefilter::new(["ERROR"]).unwrap_or_else(|e| panic!("{e}"));
+        let input = b"a\nERROR x\nb";
+        let (mut from_reader, mut from_slice) = (Recorder::default(), Recorder::default());
+        let stats = scan(&input[..], &prefilter, &mut from_reader).unwrap_or_default();
+        scan_slice(input, &prefilter, &mut from_slice);
+        assert_eq!(stats.candidates, 3);
+        assert_eq!(from_reader.lines, from_slice.lines);
+        assert_eq!(from_slice.lines.len(), 3);
     }
 
     #[test]

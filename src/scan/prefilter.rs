@@ -68,7 +68,7 @@ pub enum PrefilterError {
 
 impl Prefilter {
     /// A prefilter that makes every line a candidate (no filtering at all).
-    pub fn every_line() -> Self {
+    pub const fn every_line() -> Self {
         Self { search: None }
     }
 
