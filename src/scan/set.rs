@@ -1,14 +1,14 @@
 //! Patterns matched together: one pass over a line says which of them match.
 //!
-//! The parser's dispatch set and the rule base's line patterns run on every candidate line. A
-//! [`LineSet`] is one lazy DFA over all of its patterns, searched forward only: `regex`'s
-//! `RegexSet` (and regex-automata's meta regex under it) also compiles a reverse automaton that a
-//! set never uses (a third of the build, which every `faultline analyze` pays before its first
-//! line), and lists matches by walking a slot per pattern. Each [`SetMatches`] holds a DFA cache
-//! for as long as it lives and gives it back to its set when dropped, so the states one analysis
-//! built serve the next. Where lines rarely match (progress and loss lines that only a rule's
-//! pattern made candidates), it first asks whether anything matches at all: 10-16 % off a pass
-//! over the held-out corpus's logs.
+//! The rule base's line patterns, with the parser's triggers in the same set (see
+//! `diagnose::LineAnalyzer`), run on every candidate line. A [`LineSet`] is one lazy DFA over all
+//! of its patterns, searched forward only: `regex`'s `RegexSet` (and regex-automata's meta regex
+//! under it) also compiles a reverse automaton that a set never uses (a third of the build, which
+//! every `faultline analyze` pays before its first line), and lists matches by walking a slot per
+//! pattern. Each [`SetMatches`] holds a DFA cache for as long as it lives and gives it back to its
+//! set when dropped, so the states one analysis built serve the next. Where lines rarely match
+//! (progress and loss lines that only a rule's pattern made candidates), it first asks whether
+//! anything matches at all: 10-16 % off a pass over the held-out corpus's logs.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
