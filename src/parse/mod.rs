@@ -148,7 +148,7 @@ pub struct Parsed {
 }
 
 /// The streaming parser: a [`LineSink`] that turns lines into events.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Parser {
     out: Collector,
     tracebacks: traceback::Tracebacks,
@@ -157,18 +157,6 @@ pub struct Parser {
     /// The dispatch set's matches on the current line (made on the first line that comes
     /// without its triggers).
     dispatch: Option<SetMatches>,
-}
-
-impl Default for Parser {
-    fn default() -> Self {
-        Self {
-            out: Collector::default(),
-            tracebacks: traceback::Tracebacks::default(),
-            cpp: cpp::CppTraces::default(),
-            children: child::ChildFailures::default(),
-            dispatch: None,
-        }
-    }
 }
 
 impl Parser {
