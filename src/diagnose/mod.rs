@@ -2,9 +2,8 @@
 //!
 //! One streaming pass normalizes the candidate lines, finds the parser's triggers and the rule
 //! patterns on each with one set, and feeds them to the parser (events) and to the rule matcher
-//! (pattern hits); then the matching rules become findings, ranked root
-//! causes first, with their templates filled from the captured values, and the diagnosis gets its
-//! fingerprint.
+//! (pattern hits); then the matching rules become findings, ranked root causes first, with their
+//! templates filled from the captured values, and the diagnosis gets its fingerprint.
 
 mod fingerprint;
 mod lines;

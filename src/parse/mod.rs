@@ -180,22 +180,7 @@ impl Parser {
             warnings: all,
         }
     }
-}
 
-impl LineSink for Parser {
-    fn wants_every_line(&self) -> bool {
-        self.tracebacks.wants_every_line() || self.cpp.wants_every_line() || self.children.wants_every_line()
-    }
-
-    fn line(&mut self, line: &Line<'_>) {
-        let mut dispatch = self.dispatch.take().unwrap_or_else(|| DISPATCH.new_matches());
-        DISPATCH.matches(line.text.as_bytes(), &mut dispatch);
-        self.triggered_line(line, dispatch.iter());
-        self.dispatch = Some(dispatch);
-    }
-}
-
-impl Parser {
     /// Reads `line`, whose matching triggers someone else found: `triggers` are indices into
     /// [`trigger_patterns`], ascending.
     pub fn triggered_line(&mut self, line: &Line<'_>, triggers: impl IntoIterator<Item = usize>) {
@@ -216,6 +201,19 @@ impl Parser {
         self.tracebacks.line(&mut self.out, line, starts.traceback);
         self.cpp.line(&mut self.out, line, starts.cpp);
         self.children.line(&mut self.out, line, starts.child);
+    }
+}
+
+impl LineSink for Parser {
+    fn wants_every_line(&self) -> bool {
+        self.tracebacks.wants_every_line() || self.cpp.wants_every_line() || self.children.wants_every_line()
+    }
+
+    fn line(&mut self, line: &Line<'_>) {
+        let mut dispatch = self.dispatch.take().unwrap_or_else(|| DISPATCH.new_matches());
+        DISPATCH.matches(line.text.as_bytes(), &mut dispatch);
+        self.triggered_line(line, dispatch.iter());
+        self.dispatch = Some(dispatch);
     }
 }
 

@@ -2,9 +2,9 @@
 //!
 //! While the log streams, [`Matcher`] remembers where each rule pattern hit (a bounded number of
 //! hits per pattern; the analysis finds them with the rule base's line set, in the same pass over
-//! the line that finds the parser's triggers). When the log is done,
-//! [`Matcher::evaluate`] checks each rule whose patterns hit (and the event-only rules) against
-//! those hits and the parsed events. Advice lines are never evidence.
+//! the line that finds the parser's triggers). When the log is done, [`Matcher::evaluate`] checks
+//! each rule whose patterns hit (and the event-only rules) against those hits and the parsed
+//! events. Advice lines are never evidence.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
