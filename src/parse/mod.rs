@@ -128,8 +128,7 @@ pub fn trigger_patterns() -> impl Iterator<Item = String> {
 pub fn prefilter() -> &'static Prefilter {
     static PREFILTER: LazyLock<Prefilter> = LazyLock::new(|| {
         #[allow(clippy::expect_used)]
-        Prefilter::new(trigger_patterns().collect::<Vec<_>>().iter().map(String::as_str))
-            .expect("parser triggers form a valid prefilter")
+        Prefilter::new(trigger_patterns()).expect("parser triggers form a valid prefilter")
     });
     &PREFILTER
 }
@@ -212,7 +211,7 @@ impl LineSink for Parser {
     fn line(&mut self, line: &Line<'_>) {
         let mut dispatch = self.dispatch.take().unwrap_or_else(|| DISPATCH.new_matches());
         DISPATCH.matches(line.text.as_bytes(), &mut dispatch);
-        self.triggered_line(line, dispatch.iter());
+        self.triggered_line(line, dispatch.as_slice().iter().copied());
         self.dispatch = Some(dispatch);
     }
 }

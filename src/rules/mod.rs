@@ -447,8 +447,7 @@ impl RuleSet {
     fn prefilter(&self) -> Result<Prefilter, crate::scan::PrefilterError> {
         // Rule patterns are ASCII-classed (see `pattern`); so are their relaxed forms.
         let ascii = self.patterns.sources.iter().map(|p| format!("(?-u:{p})"));
-        let patterns: Vec<String> = crate::parse::trigger_patterns().chain(ascii).collect();
-        Prefilter::new(patterns.iter().map(String::as_str))
+        Prefilter::new(crate::parse::trigger_patterns().chain(ascii))
     }
 
     /// The taxonomy.

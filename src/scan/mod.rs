@@ -507,7 +507,7 @@ mod tests {
 
     /// Reads `input` on this thread, with a prefilter of `patterns` however short the input.
     fn run(input: &[u8], patterns: &[&str]) -> (Recorder, ScanStats) {
-        let prefilter = Prefilter::new(patterns.iter().copied()).unwrap_or_else(|_| Prefilter::every_line());
+        let prefilter = Prefilter::new(patterns).unwrap_or_else(|_| Prefilter::every_line());
         let mut rec = Recorder::default();
         let stats = scan_on_this_thread(input, &prefilter, &mut rec).map(ScanState::finish);
         (rec, stats.unwrap_or_default())

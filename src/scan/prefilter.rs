@@ -74,11 +74,11 @@ impl Prefilter {
 
     /// A prefilter matching any line on which one of `patterns` (written for normalized lines)
     /// could match.
-    pub fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<Self, PrefilterError> {
+    pub fn new(patterns: impl IntoIterator<Item = impl AsRef<str>>) -> Result<Self, PrefilterError> {
         let mut union = String::from(NEEDS_NORMALIZATION);
         for pattern in patterns {
             union.push_str("|(?:");
-            union.push_str(&relax(pattern)?);
+            union.push_str(&relax(pattern.as_ref())?);
             union.push(')');
         }
         // As `regex::bytes::Regex` reads a pattern: Unicode classes, any byte allowed.
