@@ -19,7 +19,7 @@ fn main() {
         }
     }
     let mut c = Count(0);
-    let prefilter = &rules.automata().unwrap_or_else(|e| panic!("{e}")).prefilter;
+    let prefilter = rules.prefilter().unwrap_or_else(|e| panic!("{e}"));
     let stats = faultline::scan::scan_slice(&log, prefilter, &mut c);
     let mut c2 = Count(0);
     let _ = faultline::scan::scan_slice(&log, faultline::parse::prefilter(), &mut c2);

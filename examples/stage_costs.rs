@@ -62,10 +62,9 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(100);
     let rules = faultline::rules::RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
-    let automata = rules.automata().unwrap_or_else(|e| panic!("{e}"));
     let mut log = Vec::new();
     let _ = noisy_log::generate(mb << 20, 42, &mut log);
-    let prefilter = &automata.prefilter;
+    let prefilter = rules.prefilter().unwrap_or_else(|e| panic!("{e}"));
     let mut candidates = 0;
     let find = best_of_three(|| candidates = count_candidates(prefilter, &log));
     let pieces = pieces(&log);

@@ -32,16 +32,31 @@ pub struct Analysis {
 }
 
 /// Analyzes a log from a reader, streaming.
-pub fn analyze_reader<R: Read + Send>(rules: &RuleSet, reader: R) -> std::io::Result<Analysis> {
+pub fn analyze_reader<R: Read + Send>(rules: &RuleSet, mut reader: R) -> std::io::Result<Analysis> {
+    // The head tells whether the input is large enough to need the prefilter at all.
+    let mut head = Vec::with_capacity(scan::PREFILTER_MIN_BYTES);
+    reader
+        .by_ref()
+        .take(scan::PREFILTER_MIN_BYTES as u64)
+        .read_to_end(&mut head)?;
+    if head.len() < scan::PREFILTER_MIN_BYTES {
+        return Ok(analyze_bytes(rules, &head));
+    }
+    let prefilter = prefilter_for_large_input(rules);
     let mut sink = LineAnalyzer::new(rules);
-    let stats = scan::scan(reader, prefilter(rules), &mut sink)?;
+    let stats = scan::scan(std::io::Cursor::new(head).chain(reader), prefilter, &mut sink)?;
     Ok(finish(rules, sink, stats))
 }
 
 /// Analyzes a log held in memory.
 pub fn analyze_bytes(rules: &RuleSet, bytes: &[u8]) -> Analysis {
+    let prefilter = if bytes.len() < scan::PREFILTER_MIN_BYTES {
+        &scan::EVERY_LINE
+    } else {
+        prefilter_for_large_input(rules)
+    };
     let mut sink = LineAnalyzer::new(rules);
-    let stats = scan::scan_slice(bytes, prefilter(rules), &mut sink);
+    let stats = scan::scan_slice(bytes, prefilter, &mut sink);
     finish(rules, sink, stats)
 }
 
@@ -49,16 +64,21 @@ pub fn analyze_bytes(rules: &RuleSet, bytes: &[u8]) -> Analysis {
 /// agree with (tests use it; it is slower and gives the same diagnosis).
 pub fn analyze_every_line(rules: &RuleSet, bytes: &[u8]) -> Analysis {
     let mut sink = LineAnalyzer::new(rules);
-    let stats = scan::scan_slice(bytes, &crate::scan::Prefilter::every_line(), &mut sink);
+    let stats = scan::scan_slice(bytes, &scan::EVERY_LINE, &mut sink);
     finish(rules, sink, stats)
 }
 
-/// The prefilter of the rule base, or the parser's own when the rule base's automata could not
-/// be built (rules then find nothing, and the diagnosis says why).
-fn prefilter(rules: &RuleSet) -> &crate::scan::Prefilter {
-    rules
-        .automata()
-        .map_or_else(|_| crate::parse::prefilter(), |a| &a.prefilter)
+/// The prefilter of the rule base (built now, beside the line set); the parser's own when the
+/// rule base's line set could not be built (rules then find nothing, and the diagnosis says
+/// why); none when only the prefilter could not be (the scan then reads every line: slower, the
+/// same result).
+fn prefilter_for_large_input(rules: &RuleSet) -> &scan::Prefilter {
+    rules.prepare_for_large_inputs();
+    match (rules.automata(), rules.prefilter()) {
+        (Err(_), _) => crate::parse::prefilter(),
+        (Ok(_), Ok(prefilter)) => prefilter,
+        (Ok(_), Err(_)) => &scan::EVERY_LINE,
+    }
 }
 
 fn finish(rules: &RuleSet, sink: LineAnalyzer<'_>, stats: scan::ScanStats) -> Analysis {

@@ -84,7 +84,11 @@ fn a_large_log_scanned_on_two_threads_gets_the_diagnosis_of_one_thread() {
     // Writing into a Vec cannot fail; large enough for two threads, failures included.
     let _ = noisy_log::generate(9 << 20, 7, &mut log);
     let mut sink = LineAnalyzer::new(&rules);
-    let stats = scan::scan_slice_one_thread(&log, prefilter(&rules), &mut sink);
+    let stats = scan::scan_slice_one_thread(
+        &log,
+        rules.prefilter().unwrap_or_else(|e| panic!("{e}")),
+        &mut sink,
+    );
     let one = finish(&rules, sink, stats);
     let two = analyze_bytes(&rules, &log);
     assert!(one.diagnosis.findings.len() > 3, "{:?}", one.diagnosis.findings);
@@ -178,7 +182,11 @@ fn a_short_log_scanned_without_the_prefilter_gets_the_diagnosis_the_prefilter_gi
     let log = noisy_log::cuda_assert_traceback(3);
     assert!(log.len() < 8 << 10, "short enough to be scanned line by line");
     let mut sink = LineAnalyzer::new(&rules);
-    let stats = scan::scan_slice_one_thread(&log, prefilter(&rules), &mut sink);
+    let stats = scan::scan_slice_one_thread(
+        &log,
+        rules.prefilter().unwrap_or_else(|e| panic!("{e}")),
+        &mut sink,
+    );
     let filtered = finish(&rules, sink, stats);
     let short = analyze_bytes(&rules, &log);
     assert!(!short.diagnosis.findings.is_empty());
@@ -187,4 +195,26 @@ fn a_short_log_scanned_without_the_prefilter_gets_the_diagnosis_the_prefilter_gi
         serde_json::to_value(&short.diagnosis).ok(),
         serde_json::to_value(&filtered.diagnosis).ok()
     );
+}
+
+#[test]
+fn a_log_read_from_a_stream_gets_the_diagnosis_of_its_bytes_in_memory_whatever_its_size() {
+    let rules = rules();
+    let mut log = noisy_log::cuda_assert_traceback(3);
+    // Writing into a Vec cannot fail.
+    let _ = noisy_log::generate(24 << 10, 11, &mut log);
+    log.extend(noisy_log::cuda_assert_traceback(5));
+    let threshold = scan::PREFILTER_MIN_BYTES;
+    for len in [1_000, threshold - 1, threshold, threshold + 1, log.len()] {
+        let bytes = &log[..len];
+        let streamed = analyze_reader(&rules, bytes).unwrap_or_else(|e| panic!("{e}"));
+        let in_memory = analyze_bytes(&rules, bytes);
+        assert!(!in_memory.diagnosis.findings.is_empty(), "{len} bytes");
+        assert_eq!(streamed.parsed.events, in_memory.parsed.events, "{len} bytes");
+        assert_eq!(
+            serde_json::to_value(&streamed.diagnosis).ok(),
+            serde_json::to_value(&in_memory.diagnosis).ok(),
+            "{len} bytes"
+        );
+    }
 }

@@ -170,14 +170,12 @@ impl PatternTable {
     }
 }
 
-/// The automata built from all rules together: the raw-bytes prefilter (with the parser's
-/// triggers) and the set of every line pattern and trigger. Built once, at first analysis.
+/// The line set built from all rules together (every rule pattern and the parser's triggers):
+/// one pass per line serves the matcher and the parser. Built once, at first analysis.
 #[derive(Debug, Clone)]
 pub struct Automata {
-    /// Finds candidate lines.
-    pub prefilter: Prefilter,
     /// Every line pattern (pattern `i` of the set is the table's pattern `i`), then the parser's
-    /// triggers ([`crate::parse::trigger_patterns`]): one pass per line serves both.
+    /// triggers ([`crate::parse::trigger_patterns`]).
     pub set: LineSet,
     /// How many of the set's patterns are rule patterns.
     rule_patterns: usize,
@@ -231,6 +229,7 @@ pub struct RuleSet {
     files: Vec<RuleFile>,
     patterns: PatternTable,
     automata: OnceLock<Result<Automata, LoadError>>,
+    prefilter: OnceLock<Result<Prefilter, LoadError>>,
     classes: Vec<ClassSpec>,
     origin: String,
 }
@@ -353,6 +352,7 @@ impl RuleSet {
             files: files.to_vec(),
             patterns,
             automata: OnceLock::new(),
+            prefilter: OnceLock::new(),
             classes,
             origin: origin.to_owned(),
         })
@@ -407,29 +407,14 @@ impl RuleSet {
         &self.patterns
     }
 
-    /// The prefilter and the pattern set, built on first use; an error only when the rule base
-    /// as a whole exceeds the automaton size limit.
+    /// The line set, built on first use; an error only when the rule base as a whole exceeds the
+    /// automaton size limit.
     pub fn automata(&self) -> Result<&Automata, &LoadError> {
         self.automata
             .get_or_init(|| {
-                // The two are independent and cost about the same: a second core builds the set.
-                // (On this thread alone when no thread can be started.)
-                let build_set = || LineSet::new(&self.set_patterns());
-                let (set, prefilter) = std::thread::scope(|scope| {
-                    let helper = std::thread::Builder::new().spawn_scoped(scope, build_set);
-                    let prefilter = self.prefilter();
-                    let set = match helper {
-                        Ok(helper) => helper
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                        Err(_) => build_set(),
-                    };
-                    (set, prefilter)
-                });
-                let set = set.map_err(|e| LoadError::Combined(e.to_string()))?;
-                let prefilter = prefilter.map_err(|e| LoadError::Combined(e.to_string()))?;
+                let set =
+                    LineSet::new(&self.set_patterns()).map_err(|e| LoadError::Combined(e.to_string()))?;
                 Ok(Automata {
-                    prefilter,
                     set,
                     rule_patterns: self.patterns.len(),
                 })
@@ -437,17 +422,44 @@ impl RuleSet {
             .as_ref()
     }
 
+    /// The raw-bytes prefilter of the rule patterns and the parser's triggers, built on first
+    /// use: only inputs large enough to be worth prefiltering need it (a short log never pays
+    /// for its build, a fifth of a `faultline analyze` of one).
+    pub fn prefilter(&self) -> Result<&Prefilter, &LoadError> {
+        self.prefilter
+            .get_or_init(|| {
+                // Rule patterns are ASCII-classed (see `pattern`); so are their relaxed forms.
+                let ascii = self.patterns.sources.iter().map(|p| format!("(?-u:{p})"));
+                Prefilter::new(crate::parse::trigger_patterns().chain(ascii))
+                    .map_err(|e| LoadError::Combined(e.to_string()))
+            })
+            .as_ref()
+    }
+
+    /// Builds the line set and the prefilter now, the set on a second core: they cost about
+    /// the same, and a large input needs both before its first line. (On this thread alone
+    /// when no thread can be started.)
+    pub fn prepare_for_large_inputs(&self) {
+        std::thread::scope(|scope| {
+            let helper = std::thread::Builder::new().spawn_scoped(scope, || {
+                let _ = self.automata();
+            });
+            let _ = self.prefilter();
+            match helper {
+                Ok(helper) => helper
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(_) => {
+                    let _ = self.automata();
+                }
+            }
+        });
+    }
+
     /// The line set's patterns: the rule patterns, then the parser's triggers.
     fn set_patterns(&self) -> Vec<String> {
         let rule_patterns = self.patterns.sources.iter().cloned();
         rule_patterns.chain(crate::parse::trigger_patterns()).collect()
-    }
-
-    /// The parser's triggers and every rule pattern, relaxed, as one prefilter.
-    fn prefilter(&self) -> Result<Prefilter, crate::scan::PrefilterError> {
-        // Rule patterns are ASCII-classed (see `pattern`); so are their relaxed forms.
-        let ascii = self.patterns.sources.iter().map(|p| format!("(?-u:{p})"));
-        Prefilter::new(crate::parse::trigger_patterns().chain(ascii))
     }
 
     /// The taxonomy.

@@ -139,11 +139,13 @@ const PIPELINE_MIN_BYTES: usize = 2 * BLOCK_BYTES;
 /// Inputs smaller than this are scanned without the prefilter: nearly every line of a short log
 /// (a traceback) is a candidate, so a pass over its bytes to find them costs more than the lines
 /// it skips (a 4 KB traceback: 88 → 82 µs per analysis; a 16 KB noisy log gains from it).
-const PREFILTER_MIN_BYTES: usize = 8 << 10;
+pub const PREFILTER_MIN_BYTES: usize = 8 << 10;
+
+/// The prefilter that makes every line a candidate, for whoever needs one that lives forever.
+pub static EVERY_LINE: Prefilter = Prefilter::every_line();
 
 /// The prefilter to scan an input of `len` bytes with.
 fn for_size(len: usize, prefilter: &Prefilter) -> &Prefilter {
-    static EVERY_LINE: Prefilter = Prefilter::every_line();
     if len < PREFILTER_MIN_BYTES {
         &EVERY_LINE
     } else {
