@@ -322,12 +322,13 @@ fn event_evidence(event: &Event) -> Option<EvidenceLine> {
 }
 
 fn capture_groups(rules: &RuleSet, pattern: usize, text: &str, out: &mut BTreeMap<String, String>) {
+    // A pattern without groups is never compiled on its own (the line set found its hits).
+    if !rules.patterns().has_groups(pattern) {
+        return;
+    }
     let Some(p) = rules.patterns().pattern(pattern) else {
         return;
     };
-    if p.regex().captures_len() <= 1 {
-        return;
-    }
     if let Some(c) = p.captures(text) {
         for name in p.regex().capture_names().flatten() {
             if let Some(value) = group_text(&c, name) {

@@ -25,6 +25,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use pattern::Pattern;
+use regex_syntax::hir::Hir;
 
 use crate::scan::{LineSet, Prefilter};
 use spec::{ClassSpec, RuleSpec, TaxonomySpec};
@@ -118,11 +119,12 @@ pub struct RuleFile {
     pub text: String,
 }
 
-/// Line patterns of all rules, each validated at load and compiled once, at first use, however
-/// many rules share it.
+/// Line patterns of all rules, each parsed (validated) at load and compiled once, at first use,
+/// however many rules share it.
 #[derive(Debug, Default, Clone)]
 pub struct PatternTable {
     sources: Vec<String>,
+    parsed: Vec<Hir>,
     compiled: Vec<OnceLock<Option<Pattern>>>,
     index: HashMap<String, usize>,
 }
@@ -133,9 +135,10 @@ impl PatternTable {
         if let Some(&id) = self.index.get(pattern) {
             return Ok(id);
         }
-        Pattern::validate(pattern).map_err(|e| format!("invalid regex: {e}"))?;
+        let parsed = Pattern::parse(pattern).map_err(|e| format!("invalid regex: {e}"))?;
         let id = self.sources.len();
         self.sources.push(pattern.to_owned());
+        self.parsed.push(parsed);
         self.compiled.push(OnceLock::new());
         self.index.insert(pattern.to_owned(), id);
         Ok(id)
@@ -152,6 +155,11 @@ impl PatternTable {
                 }
             })
             .as_ref()
+    }
+
+    /// Whether the pattern has capture groups (whether a hit has values to give).
+    pub fn has_groups(&self, id: usize) -> bool {
+        self.parsed[id].properties().explicit_captures_len() > 0
     }
 
     /// The pattern as written.
@@ -219,6 +227,13 @@ fn parse_all(files: &[RuleFile]) -> Vec<Result<RuleSpec, LoadError>> {
         specs.extend(rest);
         specs
     })
+}
+
+/// The parser's triggers ([`crate::parse::trigger_patterns`]), parsed as rule patterns are.
+fn trigger_patterns() -> Result<Vec<Hir>, LoadError> {
+    crate::parse::trigger_patterns()
+        .map(|p| Pattern::parse(&p).map_err(|e| LoadError::Combined(format!("parser trigger {p:?}: {e}"))))
+        .collect()
 }
 
 /// A compiled rule base.
@@ -412,8 +427,9 @@ impl RuleSet {
     pub fn automata(&self) -> Result<&Automata, &LoadError> {
         self.automata
             .get_or_init(|| {
-                let set =
-                    LineSet::new(&self.set_patterns()).map_err(|e| LoadError::Combined(e.to_string()))?;
+                let triggers = trigger_patterns()?;
+                let patterns: Vec<&Hir> = self.patterns.parsed.iter().chain(&triggers).collect();
+                let set = LineSet::from_hirs(&patterns).map_err(|e| LoadError::Combined(e.to_string()))?;
                 Ok(Automata {
                     set,
                     rule_patterns: self.patterns.len(),
@@ -428,9 +444,8 @@ impl RuleSet {
     pub fn prefilter(&self) -> Result<&Prefilter, &LoadError> {
         self.prefilter
             .get_or_init(|| {
-                // Rule patterns are ASCII-classed (see `pattern`); so are their relaxed forms.
-                let ascii = self.patterns.sources.iter().map(|p| format!("(?-u:{p})"));
-                Prefilter::new(crate::parse::trigger_patterns().chain(ascii))
+                let triggers = trigger_patterns()?;
+                Prefilter::from_hirs(triggers.iter().chain(&self.patterns.parsed))
                     .map_err(|e| LoadError::Combined(e.to_string()))
             })
             .as_ref()
@@ -454,12 +469,6 @@ impl RuleSet {
                 }
             }
         });
-    }
-
-    /// The line set's patterns: the rule patterns, then the parser's triggers.
-    fn set_patterns(&self) -> Vec<String> {
-        let rule_patterns = self.patterns.sources.iter().cloned();
-        rule_patterns.chain(crate::parse::trigger_patterns()).collect()
     }
 
     /// The taxonomy.

@@ -5,6 +5,7 @@
 //! engine on any line with a non-ASCII byte.
 
 use regex::bytes::{Captures, Regex, RegexBuilder};
+use regex_syntax::hir::Hir;
 
 /// Largest compiled automaton accepted (a whole rule base as one set stays well under it).
 const SIZE_LIMIT: usize = 512 << 20;
@@ -23,14 +24,15 @@ impl Pattern {
             .map(Self)
     }
 
-    /// Checks the syntax without building the automaton (what loading a rule does).
-    pub fn validate(pattern: &str) -> Result<(), String> {
+    /// Parses `pattern` without building an automaton (what loading a rule does): the parsed
+    /// form is what the rule base's combined automata are compiled from, so no pattern is parsed
+    /// twice.
+    pub fn parse(pattern: &str) -> Result<Hir, String> {
         regex_syntax::ParserBuilder::new()
             .unicode(false)
             .utf8(false)
             .build()
             .parse(pattern)
-            .map(drop)
             .map_err(|e| e.to_string())
     }
 
@@ -70,9 +72,9 @@ mod tests {
             Some("/chemin/é.py")
         );
         assert!(Pattern::new("(?i)cuda OUT of memory").is_ok_and(|p| p.is_match("Cuda out OF MEMORY")));
-        assert!(Pattern::validate("a(").is_err());
+        assert!(Pattern::parse("a(").is_err());
         assert!(
-            Pattern::validate(r"\p{Greek}").is_err(),
+            Pattern::parse(r"\p{Greek}").is_err(),
             "Unicode classes are not rule syntax"
         );
     }

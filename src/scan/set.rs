@@ -10,17 +10,21 @@
 //! (progress and loss lines that only a rule's pattern made candidates), it first asks whether
 //! anything matches at all: 10-16 % off a pass over the held-out corpus's logs.
 
+use std::borrow::Borrow;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use regex_automata::hybrid::dfa::{Cache, DFA, OverlappingState};
 use regex_automata::nfa::thompson::{self, NFA, WhichCaptures, pikevm};
-use regex_automata::util::syntax;
 use regex_automata::{Input, MatchKind, PatternSet};
+use regex_syntax::hir::Hir;
 
 /// A set that did not compile.
 #[derive(Debug, thiserror::Error)]
 pub enum SetError {
-    /// A pattern does not parse, or the whole is over the size limit.
+    /// A pattern does not parse.
+    #[error("{0}")]
+    Syntax(#[from] Box<regex_syntax::Error>),
+    /// The whole is over the size limit.
     #[error("{0}")]
     Compile(#[from] Box<thompson::BuildError>),
     /// The lazy DFA refused the automaton.
@@ -72,8 +76,18 @@ impl LineSet {
     /// read (see `rules::pattern`): ASCII classes on bytes, unless a pattern asks for Unicode
     /// (`(?u:…)`).
     pub fn new<P: AsRef<str>>(patterns: &[P]) -> Result<Self, SetError> {
+        let mut parser = regex_syntax::ParserBuilder::new();
+        parser.unicode(false).utf8(false);
+        let parsed = patterns
+            .iter()
+            .map(|p| parser.build().parse(p.as_ref()).map_err(Box::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::from_hirs(&parsed)
+    }
+
+    /// Compiles patterns already parsed (pattern `i` of the set is `patterns[i]`).
+    pub fn from_hirs<H: Borrow<Hir>>(patterns: &[H]) -> Result<Self, SetError> {
         let nfa: NFA = thompson::Compiler::new()
-            .syntax(syntax::Config::new().unicode(false).utf8(false))
             .configure(
                 thompson::Config::new()
                     .utf8(false)
@@ -81,7 +95,7 @@ impl LineSet {
                     // A whole rule base as one set stays well under it.
                     .nfa_size_limit(Some(512 << 20)),
             )
-            .build_many(patterns)
+            .build_many_from_hir(patterns)
             .map_err(Box::new)?;
         let dfa = DFA::builder()
             .configure(
