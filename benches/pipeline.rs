@@ -14,7 +14,7 @@ mod synthetic_rules;
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use faultline::rules::{RuleFile, RuleSet};
 
 const SEED: u64 = 42;
@@ -182,6 +182,37 @@ fn compile_rules(c: &mut Criterion) {
                 .unwrap_or_else(|e| panic!("{e}"))
         })
     });
+    // The automata built from a loaded rule base (each iteration on a fresh load, not timed):
+    // the line set every analysis needs, and the prefilter beside it for large inputs.
+    let thousand =
+        || RuleSet::from_files(&taxonomy, &synthetic, "synthetic").unwrap_or_else(|e| panic!("{e}"));
+    for (name, load) in [
+        ("embedded", &rules as &dyn Fn() -> RuleSet),
+        ("1000_rules", &thousand),
+    ] {
+        group.bench_function(format!("{name}_line_set"), |b| {
+            // The rule base is handed back, to be dropped outside the timing.
+            b.iter_batched(
+                load,
+                |rules| {
+                    let _ = black_box(rules.automata());
+                    rules
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        group.bench_function(format!("{name}_line_set_and_prefilter"), |b| {
+            b.iter_batched(
+                load,
+                |rules| {
+                    rules.prepare_for_large_inputs();
+                    let _ = black_box(rules.prefilter());
+                    rules
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
     group.finish();
 }
 

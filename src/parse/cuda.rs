@@ -226,15 +226,10 @@ fn assertion(out: &mut Collector, line: &Line<'_>) {
     out.assertion(line, found, block.as_deref(), thread.as_deref());
 }
 
-/// The block and thread of the first `block: [1,0,0], thread: [5,0,0]` on the line: the regex
-/// below, read by hand on ASCII lines (an assertion line repeats for every thread that failed).
+/// The block and thread of the first `block: [1,0,0], thread: [5,0,0]` on the line, read by hand
+/// as the parser's regexes would read `block: \[(?P<block>[\d, ]+)\], thread:
+/// \[(?P<thread>[\d, ]+)\]` (ASCII digits): an assertion line repeats for every thread that failed.
 fn thread_grid(text: &str) -> Option<(&str, &str)> {
-    if !text.is_ascii() {
-        // Unicode `\d` is the regex's business.
-        return regex!(r"block: \[(?P<block>[\d, ]+)\], thread: \[(?P<thread>[\d, ]+)\]")
-            .captures(text)
-            .and_then(|c| Some((c.name("block")?.as_str(), c.name("thread")?.as_str())));
-    }
     const BLOCK: &str = "block: [";
     const THREAD: &str = "], thread: [";
     // `[\d, ]+`: the longest run of digits, commas and spaces at the start of `s`, if any.
@@ -268,23 +263,11 @@ struct SourceLocation<'a> {
 /// The extensions of [`source_location`]'s pattern; longer ones first where one ends another.
 const SOURCE_EXTENSIONS: [&str; 8] = ["cuh", "cu", "cc", "cpp", "cxx", "c", "hpp", "h"];
 
-/// The first `file.ext:line:` of `text`: the regex below, read by hand on ASCII lines (an
-/// assertion line repeats for every thread block, so this runs often, and the regex has to try
-/// every start position).
+/// The first `file.ext:line:` of `text`, read by hand as the parser's regexes would read
+/// `(?P<file>[^\s:`']+\.(?P<ext>cuh?|c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):` (ASCII spaces and
+/// digits): an assertion line repeats for every thread block, so this runs often, and the regex
+/// has to try every start position.
 fn source_location(text: &str) -> Option<SourceLocation<'_>> {
-    if !text.is_ascii() {
-        // Unicode `\s` and `\d` are the regex's business.
-        return regex!(r"(?P<file>[^\s:`']+\.(?P<ext>cuh?|c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):")
-            .captures(text)
-            .and_then(|c| {
-                Some(SourceLocation {
-                    file: c.name("file")?.as_str(),
-                    ext: c.name("ext")?.as_str(),
-                    line: c.name("line")?.as_str(),
-                    end: c.get(0)?.end(),
-                })
-            });
-    }
     let bytes = text.as_bytes();
     let separator = |b: &u8| b.is_ascii_whitespace() || matches!(b, b':' | b'`' | b'\'');
     memchr::memchr_iter(b':', bytes).find_map(|colon| {
@@ -621,8 +604,10 @@ mod tests {
 
     #[test]
     fn thread_grids_are_read_by_hand_as_the_regex_would() {
-        let re = regex::Regex::new(r"block: \[(?P<block>[\d, ]+)\], thread: \[(?P<thread>[\d, ]+)\]")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let re = regex::Regex::new(&crate::scan::ascii_classes(
+            r"block: \[(?P<block>[\d, ]+)\], thread: \[(?P<thread>[\d, ]+)\]",
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
         let pieces = [
             "block: [",
             "], thread: [",
@@ -660,8 +645,10 @@ mod tests {
 
     #[test]
     fn source_locations_are_read_by_hand_as_the_regex_would() {
-        let re = regex::Regex::new(r"(?P<file>[^\s:`']+\.(?P<ext>cuh?|c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let re = regex::Regex::new(&crate::scan::ascii_classes(
+            r"(?P<file>[^\s:`']+\.(?P<ext>cuh?|c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):",
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
         let lines = [
             "/pytorch/aten/src/ATen/native/cuda/Loss.cu:240: nll_loss_forward: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0` failed.",
             "../aten/src/ATen/native/cuda/Indexing.cu:1141: indexSelectLargeIndex: block: [1,0,0]",

@@ -21,7 +21,7 @@ macro_rules! regex {
     ($re:literal) => {{
         static RE: ::std::sync::LazyLock<::regex::Regex> = ::std::sync::LazyLock::new(|| {
             #[allow(clippy::expect_used)]
-            ::regex::Regex::new(&$crate::scan::ascii_word_boundaries($re)).expect("constant regex compiles")
+            ::regex::Regex::new(&$crate::scan::ascii_classes($re)).expect("constant regex compiles")
         });
         &*RE
     }};
@@ -72,8 +72,7 @@ pub(crate) fn compile_table<T: Copy>(table: &[(&str, T)]) -> Vec<(Regex, T)> {
         .iter()
         .map(|(pattern, value)| {
             #[allow(clippy::expect_used)]
-            let re =
-                Regex::new(&crate::scan::ascii_word_boundaries(pattern)).expect("constant regex compiles");
+            let re = Regex::new(&crate::scan::ascii_classes(pattern)).expect("constant regex compiles");
             (re, *value)
         })
         .collect()

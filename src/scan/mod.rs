@@ -12,7 +12,7 @@ mod set;
 
 use pipeline::Split;
 
-pub use prefilter::{Prefilter, PrefilterError, ascii_word_boundaries, relax};
+pub use prefilter::{Prefilter, PrefilterError, ascii_classes, relax};
 pub use set::{LineSet, SetError, SetMatches};
 
 use std::io::{self, Read};

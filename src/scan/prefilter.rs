@@ -185,12 +185,17 @@ fn relax_hir(hir: &Hir) -> Hir {
     }
 }
 
-/// Rewrites every word boundary of `pattern` (`\b`, `\B`, `\b{start}`…) to its ASCII form
-/// (`(?-u:\b)`). A Unicode word boundary makes the regex engine leave its fast DFA on any line
-/// with a non-ASCII byte (a tqdm bar, a box drawing) and run 100 times slower; log keywords are
-/// ASCII, so the ASCII boundary means the same thing for them. A pattern that does not parse is
-/// returned unchanged (compiling it reports the error).
-pub fn ascii_word_boundaries(pattern: &str) -> String {
+/// Rewrites the word boundaries (`\b`, `\B`, `\b{start}`…) and the Perl classes `\d`, `\s`, `\w`
+/// of `pattern` to their ASCII forms (`(?-u:\b)`, `[[:word:]]`…); `\D`, `\S`, `\W` stay as they
+/// are (their ASCII forms could match invalid UTF-8, which a `&str` regex refuses).
+///
+/// For the constant patterns of the parser, which read log keywords, numbers, exception and
+/// module names: a Unicode word boundary makes the regex engine leave its fast DFA on any line
+/// with a non-ASCII byte (a tqdm bar, a box drawing) and run 100 times slower, and a Unicode `\w`
+/// makes a regex several times costlier to compile, which every `faultline analyze` pays for the
+/// patterns its log needs. A pattern that does not parse is returned unchanged (compiling it
+/// reports the error).
+pub fn ascii_classes(pattern: &str) -> String {
     let Ok(mut parsed) = ast::parse::Parser::new().parse(pattern) else {
         return pattern.to_owned();
     };
@@ -202,7 +207,25 @@ pub fn ascii_word_boundaries(pattern: &str) -> String {
     out
 }
 
-/// Rewrites word boundaries in place; returns whether it changed anything.
+/// `node` inside a non-capturing group with the Unicode flag off.
+fn without_unicode(node: &mut Ast, span: ast::Span) {
+    let inner = std::mem::replace(node, Ast::empty(span));
+    let flag = |kind| ast::FlagsItem { span, kind };
+    *node = Ast::group(ast::Group {
+        span,
+        kind: GroupKind::NonCapturing(ast::Flags {
+            span,
+            items: vec![
+                flag(ast::FlagsItemKind::Negation),
+                flag(ast::FlagsItemKind::Flag(ast::Flag::Unicode)),
+            ],
+        }),
+        ast: Box::new(inner),
+    });
+}
+
+/// Rewrites boundaries and classes in place (see [`ascii_classes`]); returns whether it changed
+/// anything.
 fn ascii_ast(node: &mut Ast) -> bool {
     match node {
         Ast::Assertion(a)
@@ -215,25 +238,48 @@ fn ascii_ast(node: &mut Ast) -> bool {
             ) =>
         {
             let span = a.span;
-            let assertion = std::mem::replace(node, Ast::empty(span));
-            let flag = |kind| ast::FlagsItem { span, kind };
-            *node = Ast::group(ast::Group {
-                span,
-                kind: GroupKind::NonCapturing(ast::Flags {
-                    span,
-                    items: vec![
-                        flag(ast::FlagsItemKind::Negation),
-                        flag(ast::FlagsItemKind::Flag(ast::Flag::Unicode)),
-                    ],
-                }),
-                ast: Box::new(assertion),
-            });
+            without_unicode(node, span);
             true
         }
+        Ast::ClassPerl(c) if !c.negated => {
+            let span = c.span;
+            without_unicode(node, span);
+            true
+        }
+        Ast::ClassBracketed(c) => ascii_class_set(&mut c.kind),
         Ast::Repetition(r) => ascii_ast(&mut r.ast),
         Ast::Group(g) => ascii_ast(&mut g.ast),
         Ast::Alternation(a) => a.asts.iter_mut().map(ascii_ast).fold(false, |x, y| x | y),
         Ast::Concat(c) => c.asts.iter_mut().map(ascii_ast).fold(false, |x, y| x | y),
+        _ => false,
+    }
+}
+
+/// Rewrites `\d`, `\s`, `\w` inside a bracketed class to `[:digit:]`, `[:space:]`, `[:word:]`.
+fn ascii_class_set(set: &mut ast::ClassSet) -> bool {
+    match set {
+        ast::ClassSet::Item(item) => ascii_class_item(item),
+        ast::ClassSet::BinaryOp(op) => ascii_class_set(&mut op.lhs) | ascii_class_set(&mut op.rhs),
+    }
+}
+
+fn ascii_class_item(item: &mut ast::ClassSetItem) -> bool {
+    match item {
+        ast::ClassSetItem::Perl(p) if !p.negated => {
+            let kind = match p.kind {
+                ast::ClassPerlKind::Digit => ast::ClassAsciiKind::Digit,
+                ast::ClassPerlKind::Space => ast::ClassAsciiKind::Space,
+                ast::ClassPerlKind::Word => ast::ClassAsciiKind::Word,
+            };
+            *item = ast::ClassSetItem::Ascii(ast::ClassAscii {
+                span: p.span,
+                kind,
+                negated: false,
+            });
+            true
+        }
+        ast::ClassSetItem::Union(u) => u.items.iter_mut().map(ascii_class_item).fold(false, |x, y| x | y),
+        ast::ClassSetItem::Bracketed(b) => ascii_class_set(&mut b.kind),
         _ => false,
     }
 }
@@ -281,14 +327,25 @@ mod tests {
 
     #[test]
     fn word_boundaries_become_ascii_and_anchors_stay() {
-        assert_eq!(
-            ascii_word_boundaries(r"^\bfoo\B(x)$"),
-            r"^(?-u:\b)foo(?-u:\B)(x)$"
-        );
-        assert_eq!(ascii_word_boundaries(r"no boundary"), "no boundary");
-        assert_eq!(ascii_word_boundaries(r"bad("), "bad(");
-        let re = regex::Regex::new(&ascii_word_boundaries(r"\bcuda\b")).ok();
+        assert_eq!(ascii_classes(r"^\bfoo\B(x)$"), r"^(?-u:\b)foo(?-u:\B)(x)$");
+        assert_eq!(ascii_classes(r"no boundary"), "no boundary");
+        assert_eq!(ascii_classes(r"bad("), "bad(");
+        let re = regex::Regex::new(&ascii_classes(r"\bcuda\b")).ok();
         assert!(re.is_some_and(|re| re.is_match("█ cuda █")));
+    }
+
+    #[test]
+    fn perl_classes_become_ascii_and_their_negations_stay() {
+        assert_eq!(
+            ascii_classes(r"\d+ [\w.<>]+\s[^\s\d]\S"),
+            r"(?-u:\d)+ [[:word:].<>]+(?-u:\s)[^[:space:][:digit:]]\S"
+        );
+        let re = regex::Regex::new(&ascii_classes(r"^(?P<n>\w+) in \S+$")).ok();
+        assert!(re.as_ref().is_some_and(|re| re.is_match("forward in /é/a.py")));
+        assert!(
+            re.is_some_and(|re| !re.is_match("entraîner in a.py")),
+            "ASCII words only"
+        );
     }
 
     #[test]
