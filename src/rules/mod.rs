@@ -451,24 +451,20 @@ impl RuleSet {
             .as_ref()
     }
 
-    /// Builds the line set and the prefilter now, the set on a second core: they cost about
-    /// the same, and a large input needs both before its first line. (On this thread alone
-    /// when no thread can be started.)
+    /// Builds the line set and the prefilter, if they are not built yet: the set on a second
+    /// core, since they cost about the same and a large input needs both before its first line.
     pub fn prepare_for_large_inputs(&self) {
-        std::thread::scope(|scope| {
-            let helper = std::thread::Builder::new().spawn_scoped(scope, || {
-                let _ = self.automata();
-            });
-            let _ = self.prefilter();
-            match helper {
-                Ok(helper) => helper
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                Err(_) => {
+        if self.automata.get().is_none() && self.prefilter.get().is_none() {
+            std::thread::scope(|scope| {
+                // Where no thread can be started, the calls below build the set on this one.
+                let _ = std::thread::Builder::new().spawn_scoped(scope, || {
                     let _ = self.automata();
-                }
-            }
-        });
+                });
+                let _ = self.prefilter();
+            });
+        }
+        let _ = self.automata();
+        let _ = self.prefilter();
     }
 
     /// The taxonomy.
