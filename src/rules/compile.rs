@@ -132,7 +132,7 @@ impl Errors<'_> {
 
     fn regex(&mut self, field: &str, pattern: &str) -> Option<Pattern> {
         match Pattern::new(pattern) {
-            Ok(re) => Some(re),
+            Ok(pattern) => Some(pattern),
             Err(e) => {
                 self.push(field, format!("invalid regex: {e}"));
                 None

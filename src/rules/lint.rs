@@ -120,10 +120,8 @@ fn silent_patterns(rules: &RuleSet, rule: &Rule) -> Vec<String> {
     let mut out = Vec::new();
     for (field, ids) in fields {
         for (i, &p) in ids.iter().enumerate() {
-            let fires = rules
-                .patterns()
-                .pattern(p)
-                .is_some_and(|re| lines.iter().any(|l| re.is_match(l)));
+            let pattern = rules.patterns().pattern(p);
+            let fires = lines.iter().any(|l| pattern.is_match(l));
             if !fires {
                 out.push(format!(
                     "{field}[{i}] {:?} never fires on the rule's own examples: add an example for it or remove it",

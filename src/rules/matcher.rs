@@ -326,11 +326,9 @@ fn capture_groups(rules: &RuleSet, pattern: usize, text: &str, out: &mut BTreeMa
     if !rules.patterns().has_groups(pattern) {
         return;
     }
-    let Some(p) = rules.patterns().pattern(pattern) else {
-        return;
-    };
-    if let Some(c) = p.captures(text) {
-        for name in p.regex().capture_names().flatten() {
+    let p = rules.patterns().pattern(pattern);
+    if let (Some(c), Some(re)) = (p.captures(text), p.regex()) {
+        for name in re.capture_names().flatten() {
             if let Some(value) = group_text(&c, name) {
                 out.entry(name.to_owned()).or_insert(value);
             }
@@ -345,7 +343,7 @@ fn extract_value(
     text: &str,
     out: &mut BTreeMap<String, String>,
 ) {
-    let Some(c) = rules.patterns().pattern(pattern).and_then(|p| p.captures(text)) else {
+    let Some(c) = rules.patterns().pattern(pattern).captures(text) else {
         return;
     };
     let value = c.name(name).or_else(|| c.get(1)).or_else(|| c.get(0));

@@ -123,9 +123,8 @@ pub struct RuleFile {
 /// however many rules share it.
 #[derive(Debug, Default, Clone)]
 pub struct PatternTable {
-    sources: Vec<String>,
+    patterns: Vec<Pattern>,
     parsed: Vec<Hir>,
-    compiled: Vec<OnceLock<Option<Pattern>>>,
     index: HashMap<String, usize>,
 }
 
@@ -136,25 +135,16 @@ impl PatternTable {
             return Ok(id);
         }
         let parsed = Pattern::parse(pattern).map_err(|e| format!("invalid regex: {e}"))?;
-        let id = self.sources.len();
-        self.sources.push(pattern.to_owned());
+        let id = self.patterns.len();
+        self.patterns.push(Pattern::parsed(pattern));
         self.parsed.push(parsed);
-        self.compiled.push(OnceLock::new());
         self.index.insert(pattern.to_owned(), id);
         Ok(id)
     }
 
-    /// The compiled pattern (`None` only if a validated pattern exceeds the size limit).
-    pub fn pattern(&self, id: usize) -> Option<&Pattern> {
-        self.compiled[id]
-            .get_or_init(|| match Pattern::new(&self.sources[id]) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    tracing::error!(pattern = %self.sources[id], error = %e, "a validated rule pattern does not compile");
-                    None
-                }
-            })
-            .as_ref()
+    /// The pattern (compiled when first asked to match).
+    pub fn pattern(&self, id: usize) -> &Pattern {
+        &self.patterns[id]
     }
 
     /// Whether the pattern has capture groups (whether a hit has values to give).
@@ -164,17 +154,17 @@ impl PatternTable {
 
     /// The pattern as written.
     pub fn source(&self, id: usize) -> &str {
-        &self.sources[id]
+        self.patterns[id].source()
     }
 
     /// Number of distinct patterns.
     pub fn len(&self) -> usize {
-        self.sources.len()
+        self.patterns.len()
     }
 
     /// Whether there is no pattern.
     pub fn is_empty(&self) -> bool {
-        self.sources.is_empty()
+        self.patterns.is_empty()
     }
 }
 

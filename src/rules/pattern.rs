@@ -4,24 +4,36 @@
 //! a Unicode `\w` makes a regex 30 times costlier to compile, and a Unicode `\b` forces the slow
 //! engine on any line with a non-ASCII byte.
 
+use std::sync::OnceLock;
+
 use regex::bytes::{Captures, Regex, RegexBuilder};
 use regex_syntax::hir::Hir;
 
 /// Largest compiled automaton accepted (a whole rule base as one set stays well under it).
 const SIZE_LIMIT: usize = 512 << 20;
 
-/// A compiled rule pattern.
+/// A rule pattern: validated when its rule loads, compiled the first time a log needs it. Most
+/// are never compiled: a line pattern's hits come from the rule base's line set (only its groups
+/// need its own regex), and an event condition runs only on the events of a log that has them.
 #[derive(Debug, Clone)]
-pub struct Pattern(Regex);
+pub struct Pattern {
+    source: String,
+    compiled: OnceLock<Option<Regex>>,
+}
 
 impl Pattern {
-    /// Compiles `pattern`.
-    pub fn new(pattern: &str) -> Result<Self, regex::Error> {
-        RegexBuilder::new(pattern)
-            .unicode(false)
-            .size_limit(SIZE_LIMIT)
-            .build()
-            .map(Self)
+    /// Validates `pattern` (see [`Pattern::parse`]); compiles nothing yet.
+    pub fn new(pattern: &str) -> Result<Self, String> {
+        Self::parse(pattern)?;
+        Ok(Self::parsed(pattern))
+    }
+
+    /// A pattern [`Pattern::parse`] has accepted.
+    pub(super) fn parsed(pattern: &str) -> Self {
+        Self {
+            source: pattern.to_owned(),
+            compiled: OnceLock::new(),
+        }
     }
 
     /// Parses `pattern` without building an automaton (what loading a rule does): the parsed
@@ -36,19 +48,36 @@ impl Pattern {
             .map_err(|e| e.to_string())
     }
 
+    /// The pattern as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// Whether it matches somewhere in `text`.
     pub fn is_match(&self, text: &str) -> bool {
-        self.0.is_match(text.as_bytes())
+        self.regex().is_some_and(|re| re.is_match(text.as_bytes()))
     }
 
     /// The first match's groups.
     pub fn captures<'t>(&self, text: &'t str) -> Option<Captures<'t>> {
-        self.0.captures(text.as_bytes())
+        self.regex()?.captures(text.as_bytes())
     }
 
-    /// The underlying regex.
-    pub fn regex(&self) -> &Regex {
-        &self.0
+    /// The compiled regex, compiled now if it is not yet (`None` only if a validated pattern
+    /// exceeds the size limit, which is logged: the pattern then matches nothing).
+    pub fn regex(&self) -> Option<&Regex> {
+        self.compiled
+            .get_or_init(|| {
+                RegexBuilder::new(&self.source)
+                    .unicode(false)
+                    .size_limit(SIZE_LIMIT)
+                    .build()
+                    .map_err(|e| {
+                        tracing::error!(pattern = %self.source, error = %e, "a validated rule pattern does not compile");
+                    })
+                    .ok()
+            })
+            .as_ref()
     }
 }
 
