@@ -5,6 +5,24 @@ fn rules() -> RuleSet {
     RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// `log` analyzed on the calling thread with the rule base's prefilter, whatever its size.
+fn analyze_with_the_prefilter_on_one_thread(rules: &RuleSet, log: &[u8]) -> Analysis {
+    let mut sink = LineAnalyzer::new(rules);
+    let prefilter = rules.prefilter().unwrap_or_else(|e| panic!("{e}"));
+    let stats = scan::scan_slice_one_thread(log, prefilter, &mut sink);
+    finish(rules, sink, stats)
+}
+
+/// Asserts that two analyses found the same events and made the same diagnosis.
+fn assert_same_analysis(got: &Analysis, expected: &Analysis, context: &str) {
+    assert_eq!(got.parsed.events, expected.parsed.events, "{context}");
+    assert_eq!(
+        serde_json::to_value(&got.diagnosis).ok(),
+        serde_json::to_value(&expected.diagnosis).ok(),
+        "{context}"
+    );
+}
+
 #[test]
 fn an_assertion_line_outranks_the_generic_device_assert_which_becomes_its_symptom() {
     let d = analyze_str(
@@ -83,25 +101,11 @@ fn a_large_log_scanned_on_two_threads_gets_the_diagnosis_of_one_thread() {
     let mut log = Vec::new();
     // Writing into a Vec cannot fail; large enough for two threads, failures included.
     let _ = noisy_log::generate(9 << 20, 7, &mut log);
-    let mut sink = LineAnalyzer::new(&rules);
-    let stats = scan::scan_slice_one_thread(
-        &log,
-        rules.prefilter().unwrap_or_else(|e| panic!("{e}")),
-        &mut sink,
-    );
-    let one = finish(&rules, sink, stats);
-    let two = analyze_bytes(&rules, &log);
+    let one = analyze_with_the_prefilter_on_one_thread(&rules, &log);
     assert!(one.diagnosis.findings.len() > 3, "{:?}", one.diagnosis.findings);
-    assert_eq!(two.parsed.events, one.parsed.events);
-    assert_eq!(
-        serde_json::to_value(&two.diagnosis).ok(),
-        serde_json::to_value(&one.diagnosis).ok()
-    );
+    assert_same_analysis(&analyze_bytes(&rules, &log), &one, "in memory");
     let from_reader = analyze_reader(&rules, &log[..]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        serde_json::to_value(&from_reader.diagnosis).ok(),
-        serde_json::to_value(&one.diagnosis).ok()
-    );
+    assert_same_analysis(&from_reader, &one, "from a reader");
 }
 
 #[test]
@@ -181,20 +185,10 @@ fn a_short_log_scanned_without_the_prefilter_gets_the_diagnosis_the_prefilter_gi
     let rules = rules();
     let log = noisy_log::cuda_assert_traceback(3);
     assert!(log.len() < 8 << 10, "short enough to be scanned line by line");
-    let mut sink = LineAnalyzer::new(&rules);
-    let stats = scan::scan_slice_one_thread(
-        &log,
-        rules.prefilter().unwrap_or_else(|e| panic!("{e}")),
-        &mut sink,
-    );
-    let filtered = finish(&rules, sink, stats);
+    let filtered = analyze_with_the_prefilter_on_one_thread(&rules, &log);
     let short = analyze_bytes(&rules, &log);
     assert!(!short.diagnosis.findings.is_empty());
-    assert_eq!(short.parsed.events, filtered.parsed.events);
-    assert_eq!(
-        serde_json::to_value(&short.diagnosis).ok(),
-        serde_json::to_value(&filtered.diagnosis).ok()
-    );
+    assert_same_analysis(&short, &filtered, "a short log");
 }
 
 #[test]
@@ -210,11 +204,6 @@ fn a_log_read_from_a_stream_gets_the_diagnosis_of_its_bytes_in_memory_whatever_i
         let streamed = analyze_reader(&rules, bytes).unwrap_or_else(|e| panic!("{e}"));
         let in_memory = analyze_bytes(&rules, bytes);
         assert!(!in_memory.diagnosis.findings.is_empty(), "{len} bytes");
-        assert_eq!(streamed.parsed.events, in_memory.parsed.events, "{len} bytes");
-        assert_eq!(
-            serde_json::to_value(&streamed.diagnosis).ok(),
-            serde_json::to_value(&in_memory.diagnosis).ok(),
-            "{len} bytes"
-        );
+        assert_same_analysis(&streamed, &in_memory, &format!("{len} bytes"));
     }
 }
