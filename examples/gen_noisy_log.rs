@@ -1,7 +1,8 @@
 //! Writes a deterministic noisy CI log (see `benches/support/noisy_log.rs`).
 //!
 //! `cargo run --release --example gen_noisy_log -- OUT_PATH SIZE_MB [SEED]`, or
-//! `… -- --traceback OUT_PATH` for the single ~4 KB CUDA traceback of the benchmarks.
+//! `… -- --traceback OUT_PATH` for the single ~4 KB CUDA traceback of the benchmarks, or
+//! `… -- --noise OUT_PATH` for as many bytes of its noise alone, with no failure in it.
 
 #[path = "../benches/support/noisy_log.rs"]
 mod noisy_log;
@@ -12,9 +13,14 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let [flag, path] = &args[..]
-        && flag == "--traceback"
+        && (flag == "--traceback" || flag == "--noise")
     {
-        return match std::fs::write(path, noisy_log::cuda_assert_traceback(42)) {
+        let log = if flag == "--traceback" {
+            noisy_log::cuda_assert_traceback(42)
+        } else {
+            noisy_log::noise_only(noisy_log::cuda_assert_traceback(42).len(), 42)
+        };
+        return match std::fs::write(path, log) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("cannot write {path}: {e}");

@@ -23,15 +23,18 @@ sleep 1
 export FAULTLINE_BENCH_BODY="$DIR/body.log" FAULTLINE_BENCH_TOKEN="$TOKEN"
 # A 4 KB real-looking CUDA traceback (the benchmark generator's).
 cargo run --release -q --example gen_noisy_log -- --traceback "$FAULTLINE_BENCH_BODY"
-wc -c "$FAULTLINE_BENCH_BODY"
+# As many bytes of the same CI noise with no failure in it: what reading 4 KB costs by itself.
+NOISE="$DIR/noise.log"
+cargo run --release -q --example gen_noisy_log -- --noise "$NOISE"
+wc -c "$FAULTLINE_BENCH_BODY" "$NOISE"
 # The real logs of the held-out corpus, NUL-separated, for the routes that post them in turn.
 export FAULTLINE_BENCH_CORPUS="$DIR/corpus.bin"
 python3 -c 'import json, sys; sys.stdout.write("\0".join(json.loads(l)["log"] for l in open(sys.argv[1])))' \
     tests/fixtures/corpus/held_out.jsonl > "$FAULTLINE_BENCH_CORPUS"
 
-run() { # name path lua-variant
+run() { # name path lua-variant [body file]
     echo "== $1"
-    VARY=$3 wrk -t2 -c32 -d"${SECS}s" --latency -s benches/load/post.lua "http://127.0.0.1:$PORT$2" \
+    FAULTLINE_BENCH_BODY=${4:-$FAULTLINE_BENCH_BODY} VARY=$3 wrk -t2 -c32 -d"${SECS}s" --latency -s benches/load/post.lua "http://127.0.0.1:$PORT$2" \
         | grep -E 'Requests/sec|^ +(50|99)%|Non-2xx|Socket errors'
 }
 # Warm-up, not reported: the first analyses on each server thread compile regexes and build the
@@ -39,7 +42,10 @@ run() { # name path lua-variant
 for vary in same corpus; do
     VARY=$vary wrk -t2 -c32 -d2s -s benches/load/post.lua "http://127.0.0.1:$PORT/api/v1/analyze?store=false" >/dev/null
 done
+FAULTLINE_BENCH_BODY=$NOISE VARY=same wrk -t2 -c32 -d2s -s benches/load/post.lua \
+    "http://127.0.0.1:$PORT/api/v1/analyze?store=false" >/dev/null
 run "trivial POST (/api/v1/ping), 4 KB body" /api/v1/ping same
+run "analyze, store=false, 4 KB of CI noise, nothing found" "/api/v1/analyze?store=false" same "$NOISE"
 run "analyze, store=false, 4 KB traceback" "/api/v1/analyze?store=false" same
 run "analyze, store=false, the held-out corpus's real logs in turn" "/api/v1/analyze?store=false" corpus
 run "analyze and store (commit before 2xx), the same log each time" /api/v1/analyze same

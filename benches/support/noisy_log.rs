@@ -289,3 +289,21 @@ pub fn cuda_assert_traceback(seed: u64) -> Vec<u8> {
     let _ = new_log(&mut out, seed).cuda_assert();
     out
 }
+
+/// At most `max_bytes` of the noise alone (whole lines), without a failure block: a CI log in
+/// which nothing fails.
+#[allow(dead_code)] // used by the example, not by the benchmark
+pub fn noise_only(max_bytes: usize, seed: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut log = new_log(&mut out, seed);
+    while log.written < max_bytes {
+        // Writing into a Vec cannot fail.
+        let _ = log.noise();
+    }
+    let end = out[..max_bytes.min(out.len())]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    out.truncate(end);
+    out
+}
