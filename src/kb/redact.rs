@@ -5,58 +5,100 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet};
+use regex::Regex;
 
-/// (pattern, replacement) in the order they are applied. Word boundaries are ASCII (`(?-u:\b)`):
-/// every secret is ASCII, and a Unicode `\b` sends the automata to a slow engine on any text
-/// with non-ASCII characters (tqdm's bars, CJK output): 8 MB of such text took 2.5 s.
-const SECRETS: &[(&str, &str)] = &[
-    (r"(?-u:\b)hf_[A-Za-z0-9]{30,}", "hf_<redacted>"),
-    (
-        r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
-        "<github-token>",
-    ),
-    (r"(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b)", "<aws-access-key>"),
-    (
-        r#"(?i)(aws_secret_access_key["']?\s*[:=]\s*["']?)[A-Za-z0-9/+=]{40}"#,
-        "${1}<redacted>",
-    ),
-    (r"(?i)((?-u:\b)bearer\s+)[A-Za-z0-9._~+/=-]{8,}", "${1}<redacted>"),
-    (
-        r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@",
-        "${1}<redacted>@",
-    ),
-    (
-        r#"(?-u:\b)([A-Z][A-Z0-9_]*(?:API_KEY|SECRET|PASSWORD|ACCESS_TOKEN|AUTH_TOKEN)\s*[=:]\s*)["']?[^\s"']+"#,
-        "${1}<redacted>",
-    ),
-    (
-        r"(?-u:\b)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?-u:\b)",
-        "<email>",
-    ),
+/// A kind of secret: its pattern and what replaces a match, applied in table order.
+struct Secret {
+    pattern: &'static str,
+    replacement: &'static str,
+    /// Literals, one of which every match holds, searched first where the pattern starts with a
+    /// class (`[A-Z][A-Z0-9_]*API_KEY`): the regex engine then tries a match at every capital
+    /// letter, 7 µs on a 4 KB log against 0.3 µs for the literals.
+    gate: Option<&'static str>,
+}
+
+/// Word boundaries are ASCII (`(?-u:\b)`): every secret is ASCII, and a Unicode `\b` sends the
+/// automata to a slow engine on any text with non-ASCII characters (tqdm's bars, CJK output):
+/// 8 MB of such text took 2.5 s.
+const SECRETS: &[Secret] = &[
+    Secret {
+        pattern: r"(?-u:\b)hf_[A-Za-z0-9]{30,}",
+        replacement: "hf_<redacted>",
+        gate: None,
+    },
+    Secret {
+        pattern: r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+        replacement: "<github-token>",
+        gate: None,
+    },
+    Secret {
+        pattern: r"(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b)",
+        replacement: "<aws-access-key>",
+        gate: None,
+    },
+    Secret {
+        pattern: r#"(?i)(aws_secret_access_key["']?\s*[:=]\s*["']?)[A-Za-z0-9/+=]{40}"#,
+        replacement: "${1}<redacted>",
+        gate: None,
+    },
+    Secret {
+        pattern: r"(?i)((?-u:\b)bearer\s+)[A-Za-z0-9._~+/=-]{8,}",
+        replacement: "${1}<redacted>",
+        gate: None,
+    },
+    Secret {
+        pattern: r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@",
+        replacement: "${1}<redacted>@",
+        gate: None,
+    },
+    Secret {
+        pattern: r#"(?-u:\b)([A-Z][A-Z0-9_]*(?:API_KEY|SECRET|PASSWORD|ACCESS_TOKEN|AUTH_TOKEN)\s*[=:]\s*)["']?[^\s"']+"#,
+        replacement: "${1}<redacted>",
+        gate: Some("API_KEY|SECRET|PASSWORD|ACCESS_TOKEN|AUTH_TOKEN"),
+    },
+    Secret {
+        pattern: r"(?-u:\b)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?-u:\b)",
+        replacement: "<email>",
+        gate: None,
+    },
 ];
 
-static COMPILED: LazyLock<(RegexSet, Vec<Regex>)> = LazyLock::new(|| {
+struct Compiled {
+    gate: Option<Regex>,
+    pattern: Regex,
+    replacement: &'static str,
+}
+
+impl Compiled {
+    fn occurs_in(&self, text: &str) -> bool {
+        self.gate.as_ref().is_none_or(|gate| gate.is_match(text)) && self.pattern.is_match(text)
+    }
+}
+
+/// Compiled once. Each pattern searches on its own: a set of them all searched the log as slowly
+/// as its slowest member, and each one alone finds its literals with a fast scan.
+static COMPILED: LazyLock<Vec<Compiled>> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
-    let set = RegexSet::new(SECRETS.iter().map(|(p, _)| *p)).expect("secret patterns compile");
-    #[allow(clippy::expect_used)]
-    let each = SECRETS
+    let compile = |pattern: &str| Regex::new(pattern).expect("secret patterns compile");
+    SECRETS
         .iter()
-        .map(|(p, _)| Regex::new(p).expect("secret pattern compiles"))
-        .collect();
-    (set, each)
+        .map(|secret| Compiled {
+            gate: secret.gate.map(compile),
+            pattern: compile(secret.pattern),
+            replacement: secret.replacement,
+        })
+        .collect()
 });
 
 /// The log with its secrets replaced; borrowed unchanged when it holds none.
 pub fn redact(log: &str) -> Cow<'_, str> {
-    let (set, each) = &*COMPILED;
-    let found = set.matches(log);
-    if !found.matched_any() {
+    let found: Vec<&Compiled> = COMPILED.iter().filter(|secret| secret.occurs_in(log)).collect();
+    if found.is_empty() {
         return Cow::Borrowed(log);
     }
     let mut text = log.to_owned();
-    for i in found.iter() {
-        if let Cow::Owned(replaced) = each[i].replace_all(&text, SECRETS[i].1) {
+    for secret in found {
+        if let Cow::Owned(replaced) = secret.pattern.replace_all(&text, secret.replacement) {
             text = replaced;
         }
     }
@@ -107,6 +149,31 @@ mail alice.smith@example.com
         assert!(
             out.starts_with("训练 100%|██████████| 10/10 hf_<redacted>"),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn a_gate_is_the_alternation_every_match_of_its_pattern_holds() {
+        for secret in SECRETS {
+            if let Some(gate) = secret.gate {
+                let group = format!("(?:{gate})");
+                let (before, after) = secret
+                    .pattern
+                    .split_once(&group)
+                    .unwrap_or_else(|| panic!("{} does not hold its gate {group}", secret.pattern));
+                // Outside a repetition or another alternative: every match holds one literal.
+                assert!(!after.starts_with(['*', '?', '{']), "{}", secret.pattern);
+                assert!(
+                    !before.contains('|') && !after.contains('|'),
+                    "{}",
+                    secret.pattern
+                );
+            }
+        }
+        let assignments = "WANDB_API_KEY=0123456789abcdef\nDB_PASSWORD = hunter2\nX_AUTH_TOKEN: abc\n";
+        assert_eq!(
+            redact(assignments),
+            "WANDB_API_KEY=<redacted>\nDB_PASSWORD = <redacted>\nX_AUTH_TOKEN: <redacted>\n"
         );
     }
 
