@@ -13,13 +13,8 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let [flag, path] = &args[..]
-        && (flag == "--traceback" || flag == "--noise")
+        && let Some(log) = single_log(flag)
     {
-        let log = if flag == "--traceback" {
-            noisy_log::cuda_assert_traceback(42)
-        } else {
-            noisy_log::noise_only(noisy_log::cuda_assert_traceback(42).len(), 42)
-        };
         return match std::fs::write(path, log) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -51,5 +46,16 @@ fn main() -> ExitCode {
             eprintln!("cannot write {path}: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The log a `--traceback` or `--noise` flag asks for: the benchmarks' 4 KB traceback, or as many
+/// bytes of noise.
+fn single_log(flag: &str) -> Option<Vec<u8>> {
+    let traceback = noisy_log::cuda_assert_traceback(42);
+    match flag {
+        "--traceback" => Some(traceback),
+        "--noise" => Some(noisy_log::noise_only(traceback.len(), 42)),
+        _ => None,
     }
 }

@@ -17,6 +17,14 @@ struct Secret {
     gate: Option<&'static str>,
 }
 
+/// The names that make an assignment's value a secret (`WANDB_API_KEY=…`): a macro, so that the
+/// pattern and its gate are spelled from the same literal.
+macro_rules! secret_names {
+    () => {
+        "API_KEY|SECRET|PASSWORD|ACCESS_TOKEN|AUTH_TOKEN"
+    };
+}
+
 /// Word boundaries are ASCII (`(?-u:\b)`): every secret is ASCII, and a Unicode `\b` sends the
 /// automata to a slow engine on any text with non-ASCII characters (tqdm's bars, CJK output):
 /// 8 MB of such text took 2.5 s.
@@ -52,9 +60,13 @@ const SECRETS: &[Secret] = &[
         gate: None,
     },
     Secret {
-        pattern: r#"(?-u:\b)([A-Z][A-Z0-9_]*(?:API_KEY|SECRET|PASSWORD|ACCESS_TOKEN|AUTH_TOKEN)\s*[=:]\s*)["']?[^\s"']+"#,
+        pattern: concat!(
+            r"(?-u:\b)([A-Z][A-Z0-9_]*(?:",
+            secret_names!(),
+            r#")\s*[=:]\s*)["']?[^\s"']+"#
+        ),
         replacement: "${1}<redacted>",
-        gate: Some("API_KEY|SECRET|PASSWORD|ACCESS_TOKEN|AUTH_TOKEN"),
+        gate: Some(secret_names!()),
     },
     Secret {
         pattern: r"(?-u:\b)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?-u:\b)",
