@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::service::{Access, Policy};
+
 /// Name of the optional configuration file read from the working directory.
 pub const CONFIG_FILE: &str = "faultline.toml";
 
@@ -19,10 +21,13 @@ pub struct Config {
     pub database: String,
     /// Rules directory replacing the embedded rule base.
     pub rules: Option<PathBuf>,
-    /// Reads need a token too (writes always do).
+    /// Who may read and write, on the API and the pages alike (see [`Access`]): `auto` (open
+    /// to this machine when bound to loopback, tokens for everything otherwise), `open`,
+    /// `token-for-writes` or `private`.
+    pub access: Access,
+    /// Deprecated: `access = "private"` (kept so that older configuration files still load).
     pub require_token_for_reads: bool,
-    /// The web pages need a sign-in with an API token (kept in an HttpOnly cookie); by default
-    /// anyone who reaches the server can paste a log, rate-limited and CSRF-protected.
+    /// Deprecated: `access = "private"` (kept so that older configuration files still load).
     pub web_requires_token: bool,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
@@ -66,6 +71,7 @@ impl Default for Config {
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             database: "sqlite://faultline.db".to_owned(),
             rules: None,
+            access: Access::Auto,
             require_token_for_reads: false,
             web_requires_token: false,
             max_body_bytes: 16 << 20,
@@ -93,6 +99,7 @@ impl std::fmt::Debug for Config {
             .field("bind", &self.bind)
             .field("database", &redact_url(&self.database))
             .field("rules", &self.rules)
+            .field("access", &self.access)
             .field("require_token_for_reads", &self.require_token_for_reads)
             .field("web_requires_token", &self.web_requires_token)
             .field("max_body_bytes", &self.max_body_bytes)
@@ -111,6 +118,22 @@ impl std::fmt::Debug for Config {
             .field("replay_lease_secs", &self.replay_lease_secs)
             .field("replay_max_attempts", &self.replay_max_attempts)
             .finish()
+    }
+}
+
+impl Config {
+    /// The access mode in force: `access`, or `private` where a deprecated flag asks for it.
+    pub fn access(&self) -> Access {
+        if self.require_token_for_reads || self.web_requires_token {
+            Access::Private
+        } else {
+            self.access
+        }
+    }
+
+    /// The authorization policy of a server with this configuration.
+    pub fn policy(&self) -> Policy {
+        Policy::new(self.access(), self.bind)
     }
 }
 
@@ -202,6 +225,9 @@ impl Config {
         }
         if let Some(v) = get("FAULTLINE_RULES") {
             self.rules = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("FAULTLINE_ACCESS") {
+            self.access = parse("FAULTLINE_ACCESS", v)?;
         }
         if let Some(v) = get("FAULTLINE_REQUIRE_TOKEN_FOR_READS") {
             self.require_token_for_reads = parse("FAULTLINE_REQUIRE_TOKEN_FOR_READS", v)?;

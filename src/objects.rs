@@ -95,13 +95,20 @@ impl SnapshotStore {
         Self::local(Path::new(setting.trim_start_matches("file://")))
     }
 
-    /// Files in a local folder (created when missing).
+    /// Files in a local folder (created when missing, readable by its owner only).
     pub fn local(dir: &Path) -> Result<Self> {
         let config = |reason: String| ObjectError::Config {
             setting: dir.display().to_string(),
             reason,
         };
-        std::fs::create_dir_all(dir).map_err(|e| config(format!("cannot create the folder: {e}")))?;
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        // Snapshots hold users' tensors: the folder is its owner's alone.
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(dir)
+            .map_err(|e| config(format!("cannot create the folder: {e}")))?;
         let store = LocalFileSystem::new_with_prefix(dir).map_err(|e| config(e.to_string()))?;
         Ok(Self {
             inner: Some(Arc::new(store)),

@@ -236,13 +236,20 @@ fn pages_answer_in_the_site_style_with_security_headers() {
         "method_not_allowed"
     );
 
-    // A form without the CSRF cookie is refused.
-    let forged = server.call(
+    // A form from another site, or one without the CSRF cookie, is refused.
+    let cross_site = server.call(
         "POST",
         "/incidents/1/feedback",
         Some("application/x-www-form-urlencoded"),
         b"csrf=x&verdict=right",
         false,
+    );
+    assert_eq!(cross_site.status, 403);
+    assert!(cross_site.body.contains("not sent from a page of this site"));
+    let forged = server.post_form(
+        "/incidents/1/feedback",
+        "application/x-www-form-urlencoded",
+        b"csrf=x&verdict=right",
     );
     assert_eq!(forged.status, 400);
     assert!(forged.body.contains("did not come from this site"));
@@ -252,13 +259,7 @@ fn pages_answer_in_the_site_style_with_security_headers() {
         "--b\r\nContent-Disposition: form-data; name=\"log\"\r\n\r\n{}\r\n--b--\r\n",
         "x".repeat(8192)
     );
-    let big = server.call(
-        "POST",
-        "/analyze",
-        Some("multipart/form-data; boundary=b"),
-        body.as_bytes(),
-        false,
-    );
+    let big = server.post_form("/analyze", "multipart/form-data; boundary=b", body.as_bytes());
     assert_eq!(big.status, 413, "{}", big.body);
     assert!(big.body.contains("4 KiB"), "{}", big.body);
 }

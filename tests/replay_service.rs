@@ -19,6 +19,7 @@ use faultline::model::{EvidenceTier, Verdict};
 use faultline::objects::{ObjectError, SnapshotStore, new_key};
 use faultline::replay::snapshot::Format;
 use faultline::replay::{BackendChoice, CheckResult, DType, Limits, Snapshot};
+use faultline::service::Access;
 use faultline::worker::{Outcome, Worker, WorkerOptions};
 use safetensors::tensor::TensorView;
 use server::TestServer;
@@ -504,6 +505,7 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
         snapshot_max_bytes: 64 << 10,
         replay_backend: BackendChoice::Cpu,
         rate_limit_per_minute: 0,
+        access: Access::TokenForWrites,
         ..Config::default()
     });
     let incident = s.post_log("/api/v1/analyze", LOG).json()["incident_id"]
@@ -727,6 +729,7 @@ fn analyze_with_a_server_uploads_the_snapshot_to_the_stored_incident() {
         snapshot_store: db.dir.join("objects").display().to_string(),
         replay_backend: BackendChoice::Cpu,
         rate_limit_per_minute: 0,
+        access: Access::TokenForWrites,
         ..Config::default()
     });
     let log = db.dir.join("train.log");

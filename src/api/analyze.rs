@@ -1,17 +1,18 @@
 //! `POST /api/v1/analyze`: a log in, its diagnosis out, the incident stored unless `store=false`.
 //!
-//! The body is the raw log (`text/plain`, any bytes: invalid UTF-8 is decoded lossily) or JSON
-//! `{log, project, source, commit, job_url, tags}`. Metadata can also come as query parameters.
+//! The body is the raw log (`text/plain`, any bytes: invalid UTF-8 is decoded lossily; curl's
+//! default `application/x-www-form-urlencoded` is read the same way) or JSON
+//! `{log, project, source, commit, job_url, tags}`. An empty log is refused (422). Metadata can also come as query parameters.
 
 use std::time::Instant;
 
 use axum::Json;
-use axum::extract::{Extension, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use serde::{Deserialize, Serialize};
 
 use super::extract::{QueryParams, RawBody};
-use super::{ApiError, ApiResult, AppState, Caller};
+use super::{ApiError, ApiResult, AppState};
 use crate::diagnose::analyze_str;
 use crate::kb::now_ms;
 use crate::kb::redact::redact;
@@ -71,16 +72,18 @@ pub struct AnalyzeResponse {
 
 pub(super) async fn analyze(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
     QueryParams(query): QueryParams<AnalyzeQuery>,
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> ApiResult<Json<AnalyzeResponse>> {
+    // Whether the caller may store was decided by the policy (`store=false` is a read).
     let store = query.store.unwrap_or(true);
-    if store {
-        caller.require()?;
-    }
     let (log, meta) = read_body(&headers, &body, query)?;
+    if log.trim().is_empty() {
+        return Err(ApiError::Unprocessable(
+            "the log is empty: send the log as the body (text/plain) or as {\"log\": …}".into(),
+        ));
+    }
     let meta = meta.validated()?;
     let outcome = analyze_and_store(&state, log, meta, store).await?;
     Ok(Json(outcome))
@@ -144,7 +147,11 @@ fn read_body(headers: &HeaderMap, body: &[u8], query: AnalyzeQuery) -> ApiResult
         .unwrap_or_default()
     };
     match content_type.as_deref() {
-        None | Some("text/plain" | "application/octet-stream" | "text/x-log") => {
+        // `curl --data-binary @train.log` says form-urlencoded: its body is the log as it is.
+        None
+        | Some(
+            "text/plain" | "application/octet-stream" | "text/x-log" | "application/x-www-form-urlencoded",
+        ) => {
             let meta = IncidentMeta {
                 project: query.project,
                 source: query.source,

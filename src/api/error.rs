@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::kb::StoreError;
+use crate::service::Denied;
 
 /// An API failure.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +18,10 @@ pub enum ApiError {
     /// 401: a token is missing or wrong.
     #[error("{0}")]
     Unauthorized(String),
+    /// 403: the request is refused whoever asks (a form from another site, a route without an
+    /// access rule).
+    #[error("{0}")]
+    Forbidden(String),
     /// 404.
     #[error("{0}")]
     NotFound(String),
@@ -61,6 +66,7 @@ impl ApiError {
         match self {
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
@@ -110,6 +116,15 @@ impl From<StoreError> for ApiError {
                 Self::Unavailable("the database is unavailable".into())
             }
             other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<Denied> for ApiError {
+    fn from(denied: Denied) -> Self {
+        match denied {
+            Denied::SignInRequired { .. } => Self::Unauthorized(denied.to_string()),
+            Denied::UnknownRoute => Self::Forbidden(denied.to_string()),
         }
     }
 }

@@ -44,7 +44,6 @@ pub(super) async fn feedback(
     PathParams(id): PathParams<i64>,
     JsonBody(input): JsonBody<FeedbackInput>,
 ) -> ApiResult<(StatusCode, Json<Feedback>)> {
-    let owner = caller.require()?;
-    let saved = state.store.add_feedback(id, &input, Some(&owner.name)).await?;
+    let saved = state.store.add_feedback(id, &input, caller.name()).await?;
     Ok((StatusCode::CREATED, Json(saved)))
 }

@@ -36,6 +36,15 @@ impl RateLimiter {
 
     /// Takes one request from `client`'s bucket; `Err(seconds)` until the next one is allowed.
     pub fn check(&self, client: &str, now: Instant) -> Result<(), u64> {
+        self.take(client, now, true)
+    }
+
+    /// Whether `client`'s bucket holds a request, without taking it (`Err(seconds)` when empty).
+    pub fn peek(&self, client: &str, now: Instant) -> Result<(), u64> {
+        self.take(client, now, false)
+    }
+
+    fn take(&self, client: &str, now: Instant, consume: bool) -> Result<(), u64> {
         if self.per_second == 0.0 {
             return Ok(());
         }
@@ -53,7 +62,9 @@ impl RateLimiter {
         bucket.tokens = (bucket.tokens + elapsed * self.per_second).min(self.burst);
         bucket.updated = now;
         if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+            if consume {
+                bucket.tokens -= 1.0;
+            }
             Ok(())
         } else {
             Err(((1.0 - bucket.tokens) / self.per_second).ceil().max(1.0) as u64)
@@ -74,6 +85,16 @@ mod tests {
         assert_eq!(limiter.check("a", t), Err(1));
         assert_eq!(limiter.check("b", t), Ok(()), "clients have their own buckets");
         assert_eq!(limiter.check("a", t + Duration::from_secs(1)), Ok(()));
+    }
+
+    #[test]
+    fn peeking_takes_nothing_from_the_bucket() {
+        let limiter = RateLimiter::new(60, 1);
+        let t = Instant::now();
+        assert_eq!(limiter.peek("a", t), Ok(()));
+        assert_eq!(limiter.peek("a", t), Ok(()));
+        assert_eq!(limiter.check("a", t), Ok(()));
+        assert_eq!(limiter.peek("a", t), Err(1));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! rate limit.
 
 pub mod analyze;
-mod auth;
+pub mod auth;
 pub mod error;
 mod extract;
 mod groups;
@@ -17,7 +17,7 @@ pub mod rules;
 pub mod snapshots;
 
 pub use analyze::AnalyzeResponse;
-pub use auth::Caller;
+pub use auth::{Caller, client_key, peer_ip, verify_guarded};
 pub use error::{ApiError, ApiResult};
 
 use std::sync::Arc;
@@ -34,6 +34,7 @@ use crate::kb::Store;
 use crate::kb::writer::Writer;
 use crate::metrics::Metrics;
 use crate::rules::RuleSet;
+use crate::service::Policy;
 use extract::BodyLimit;
 use limit::RateLimiter;
 
@@ -54,6 +55,12 @@ pub struct AppState {
     pub limiter: Arc<RateLimiter>,
     /// Verified tokens.
     pub tokens: Arc<auth::TokenCache>,
+    /// Wrong tokens per client address.
+    pub guesses: Arc<RateLimiter>,
+    /// Who may do what.
+    pub policy: Policy,
+    /// One rule backtest at a time.
+    pub backtests: Arc<tokio::sync::Semaphore>,
     /// Where tensor snapshots are written (none until the app opens it).
     pub snapshots: crate::objects::SnapshotStore,
 }
@@ -69,6 +76,9 @@ impl AppState {
                 config.rate_limit_per_minute,
                 config.rate_limit_burst,
             )),
+            guesses: Arc::new(RateLimiter::new(auth::GUESSES_PER_MINUTE, auth::GUESS_BURST)),
+            policy: config.policy(),
+            backtests: Arc::new(tokio::sync::Semaphore::new(1)),
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             tokens: Arc::new(auth::TokenCache::default()),

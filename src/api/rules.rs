@@ -1,7 +1,7 @@
 //! Rules: listing with hit counts and feedback precision, one rule with its patterns, causes,
 //! fixes, examples and hits over time, and the backtest of a candidate rule.
 
-use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
@@ -10,10 +10,14 @@ use serde::{Deserialize, Serialize};
 
 use super::extract::{PathParams, QueryParams, RawBody};
 use super::{ApiError, ApiResult, AppState};
-use crate::diagnose::analyze_str;
 use crate::kb::rows::RuleStats;
 use crate::model::{Confidence, Role, Severity};
 use crate::rules::{Rule, RuleSet};
+use crate::service::backtest::{self as job, BacktestError, Bounds};
+pub use crate::service::backtest::{BacktestMatch, BacktestReport};
+
+/// What a client that finds a backtest running is told to wait.
+const BACKTEST_RETRY_SECS: u64 = 5;
 
 /// A rule in a listing.
 #[derive(Debug, Serialize, Deserialize)]
@@ -197,32 +201,6 @@ pub(super) struct BacktestQuery {
     limit: Option<i64>,
 }
 
-/// What a candidate rule would do over stored incidents.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct BacktestReport {
-    /// The candidate's id.
-    pub rule: String,
-    /// Incidents analysed.
-    pub scanned: usize,
-    /// Incidents it matches.
-    pub matched: Vec<BacktestMatch>,
-    /// How many of those it would become the primary finding of, taking them from another rule.
-    pub takes_primary: usize,
-}
-
-/// One incident a candidate matches.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct BacktestMatch {
-    /// Incident.
-    pub incident_id: i64,
-    /// Primary rule when it was stored.
-    pub primary_before: Option<String>,
-    /// Primary rule with the candidate.
-    pub primary_after: Option<String>,
-    /// The candidate's confidence there.
-    pub confidence: Confidence,
-}
-
 pub(super) async fn backtest(
     State(state): State<AppState>,
     QueryParams(q): QueryParams<BacktestQuery>,
@@ -251,41 +229,25 @@ pub(super) async fn backtest(
     ))
 }
 
-/// Runs a candidate rule (the text of its file) over the latest `limit` stored incidents.
+/// Runs a candidate rule (the text of its file) over the latest `limit` stored incidents: one
+/// backtest at a time per server (another is answered 429), stopped before the request's timeout.
 pub async fn backtest_candidate(state: &AppState, text: &str, limit: i64) -> ApiResult<BacktestReport> {
-    let candidate = state
-        .rules
-        .with_candidate(text)
-        .map_err(|e| ApiError::Unprocessable(e.to_string().trim_end().to_owned()))?;
-    let id = candidate.rules().last().map(|r| r.id.clone()).unwrap_or_default();
-    let logs = state.store.recent_logs(limit).await?;
-    let candidate = Arc::new(candidate);
-    tokio::task::spawn_blocking(move || run_backtest(&candidate, &id, &logs))
+    let Ok(_running) = state.backtests.try_acquire() else {
+        return Err(ApiError::RateLimited {
+            retry_after_secs: BACKTEST_RETRY_SECS,
+        });
+    };
+    // Three quarters of the request's time: the report of a long backtest still gets out.
+    let time = Duration::from_millis(state.config.request_timeout_secs.max(1) * 750);
+    let bounds = Bounds {
+        incidents: limit,
+        time,
+    };
+    job::backtest(&state.store, &state.rules, text, bounds)
         .await
-        .map_err(|e| ApiError::Internal(format!("backtest failed: {e}")))
-}
-
-fn run_backtest(rules: &RuleSet, id: &str, logs: &[(i64, Option<String>, String)]) -> BacktestReport {
-    let mut matched = Vec::new();
-    for (incident_id, before, log) in logs {
-        let diagnosis = analyze_str(rules, log);
-        if let Some(f) = diagnosis.findings.iter().find(|f| f.rule == id) {
-            matched.push(BacktestMatch {
-                incident_id: *incident_id,
-                primary_before: before.clone(),
-                primary_after: diagnosis.primary().map(|p| p.rule.clone()),
-                confidence: f.confidence,
-            });
-        }
-    }
-    let takes_primary = matched
-        .iter()
-        .filter(|m| m.primary_after.as_deref() == Some(id) && m.primary_before.as_deref() != Some(id))
-        .count();
-    BacktestReport {
-        rule: id.to_owned(),
-        scanned: logs.len(),
-        matched,
-        takes_primary,
-    }
+        .map_err(|e| match e {
+            BacktestError::InvalidRule(why) => ApiError::Unprocessable(why),
+            BacktestError::Store(e) => e.into(),
+            BacktestError::Task(why) => ApiError::Internal(format!("backtest failed: {why}")),
+        })
 }

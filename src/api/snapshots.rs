@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Extension, FromRequest, Multipart, Request, State};
+use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{StatusCode, header};
 use serde::{Deserialize, Serialize};
 
 use super::extract::{PathParams, QueryParams};
-use super::{ApiError, ApiResult, AppState, Caller};
+use super::{ApiError, ApiResult, AppState};
 use crate::kb::codec::sha256_hex;
 use crate::kb::replay::{Job, NewSnapshot, SnapshotRecord};
 use crate::objects::{ObjectError, new_key};
@@ -50,12 +50,10 @@ struct Upload {
 
 pub(super) async fn upload(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
     PathParams(incident_id): PathParams<i64>,
     QueryParams(query): QueryParams<BTreeMap<String, String>>,
     request: Request,
 ) -> ApiResult<(StatusCode, Json<Accepted>)> {
-    caller.require()?;
     state.store.require_incident(incident_id).await?;
     let upload = read_upload(&state, query, request).await?;
     let accepted = store_snapshot(&state, incident_id, upload.data, upload.params).await?;

@@ -10,6 +10,7 @@ use super::{EXIT_OK, RulesOption};
 use crate::app::{App, shutdown_signal, store_options};
 use crate::config::{Config, redact_url};
 use crate::kb::Store;
+use crate::service::Access;
 
 /// Where the configuration comes from, shared by the server commands.
 #[derive(Debug, Args)]
@@ -41,11 +42,18 @@ pub struct ServeArgs {
     /// Address to listen on (default 127.0.0.1:8080).
     #[arg(long, value_name = "ADDR")]
     bind: Option<std::net::SocketAddr>,
-    /// Reads need a token too.
-    #[arg(long)]
+    /// Who may read and write, on the API and the pages: auto (default: open to this machine
+    /// when bound to loopback, a token for everything otherwise), open, token-for-writes, private.
+    #[arg(long, value_name = "MODE")]
+    access: Option<Access>,
+    /// Same as `--access open`: anyone who reaches the server reads every stored log and writes.
+    #[arg(long, conflicts_with = "access")]
+    open: bool,
+    /// Deprecated: `--access private`.
+    #[arg(long, hide = true)]
     require_token_for_reads: bool,
-    /// The web pages need a sign-in with an API token.
-    #[arg(long)]
+    /// Deprecated: `--access private`.
+    #[arg(long, hide = true)]
     web_requires_token: bool,
     /// Requests per minute per client; 0 turns the limit off.
     #[arg(long, value_name = "N")]
@@ -140,11 +148,14 @@ pub(super) fn serve(args: &ServeArgs, out: &mut impl Write) -> anyhow::Result<u8
     if let Some(bind) = args.bind {
         config.bind = bind;
     }
-    if args.require_token_for_reads {
-        config.require_token_for_reads = true;
+    if let Some(access) = args.access {
+        config.access = access;
     }
-    if args.web_requires_token {
-        config.web_requires_token = true;
+    if args.open {
+        config.access = Access::Open;
+    }
+    if args.require_token_for_reads || args.web_requires_token {
+        config.access = Access::Private;
     }
     if let Some(n) = args.rate_limit {
         config.rate_limit_per_minute = n;
@@ -164,11 +175,20 @@ pub(super) fn serve(args: &ServeArgs, out: &mut impl Write) -> anyhow::Result<u8
         let address = listener.local_addr()?;
         let database = redact_url(&config.database);
         let count = rules.rules().len();
+        let policy = config.policy();
         let app = App::start(config, rules).await?;
         writeln!(
             out,
-            "faultline listening on http://{address} (database {database}, {count} rules)"
+            "faultline listening on http://{address} (database {database}, {count} rules; access {}: {})",
+            policy.mode(),
+            policy.describe()
         )?;
+        if policy.exposes_logs() {
+            tracing::warn!(
+                "access {}: anyone who reaches {address} can read every stored log",
+                policy.mode()
+            );
+        }
         out.flush()?;
         app.serve(listener, shutdown_signal()).await?;
         Ok(EXIT_OK)

@@ -105,6 +105,9 @@ impl Store {
             }
         };
         let memory = url.contains(":memory:");
+        if backend == Backend::Sqlite && !memory {
+            create_private_file(&sqlite_path(&url))?;
+        }
         let pool = AnyPoolOptions::new()
             // Each connection to `sqlite::memory:` is its own database.
             .max_connections(if memory { 1 } else { options.max_connections.max(2) })
@@ -200,6 +203,32 @@ pub fn connection_url(url: &str) -> Result<(Backend, String)> {
     }
     let sep = if rest.contains('?') { '&' } else { '?' };
     Ok((Backend::Sqlite, format!("{url}{sep}mode=rwc")))
+}
+
+/// The file of a `sqlite://` URL.
+fn sqlite_path(url: &str) -> std::path::PathBuf {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    std::path::PathBuf::from(rest.split('?').next().unwrap_or(rest))
+}
+
+/// Creates the database file readable by its owner only (SQLite gives its `-wal` and `-shm`
+/// files the same mode); an existing file is left as it is.
+fn create_private_file(path: &std::path::Path) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Unavailable(format!(
+            "cannot create the database file {}: {e}",
+            path.display()
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -597,26 +597,45 @@ impl Store {
         Ok(all)
     }
 
-    /// The latest stored logs with the rule of their primary finding (for backtests).
-    pub async fn recent_logs(&self, limit: i64) -> Result<Vec<(i64, Option<String>, String)>> {
-        let rows = sqlx::query(
-            "SELECT i.id, i.rule, l.data FROM incidents i JOIN logs l ON l.hash = i.log_hash ORDER BY i.id DESC LIMIT $1",
-        )
-        .bind(limit.clamp(1, 10_000))
-        .fetch_all(self.pool())
-        .await?;
+    /// The latest `limit` incidents: each one's primary rule and log hash (for backtests, which
+    /// then read each distinct log once with [`Self::compressed_log`]).
+    pub async fn recent_incident_logs(&self, limit: i64) -> Result<Vec<IncidentLog>> {
+        let rows = sqlx::query("SELECT id, rule, log_hash FROM incidents ORDER BY id DESC LIMIT $1")
+            .bind(limit.max(1))
+            .fetch_all(self.pool())
+            .await?;
         rows.iter()
             .map(|r| {
-                let data: Vec<u8> = r.try_get(2)?;
-                let log = decompress(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                Ok((
-                    r.try_get(0)?,
-                    r.try_get(1)?,
-                    String::from_utf8_lossy(&log).into_owned(),
-                ))
+                Ok(IncidentLog {
+                    incident_id: r.try_get(0)?,
+                    primary_rule: r.try_get(1)?,
+                    log_hash: r.try_get(2)?,
+                })
             })
             .collect()
     }
+
+    /// A stored log as it is kept (compressed): [`decompress`] it off the async threads.
+    pub async fn compressed_log(&self, hash: &str) -> Result<Vec<u8>> {
+        sqlx::query("SELECT data FROM logs WHERE hash = $1")
+            .bind(hash)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("log {hash}")))?
+            .try_get(0)
+            .map_err(Into::into)
+    }
+}
+
+/// An incident's primary rule and the hash of its (possibly shared) log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncidentLog {
+    /// The incident.
+    pub incident_id: i64,
+    /// Its primary rule when it was stored.
+    pub primary_rule: Option<String>,
+    /// The SHA-256 of its log: incidents with the same log share one row of `logs`.
+    pub log_hash: String,
 }
 
 /// Feedback as submitted.

@@ -9,11 +9,11 @@ use serde::Deserialize;
 
 use super::pages::{BacktestPage, SignIn, VERSION};
 use super::session::{SESSION_COOKIE, csrf_ok, set_cookie};
-use super::{Csrf, Visitor, WebError};
+use super::{Csrf, Peer, Visitor, WebError};
 use crate::api::analyze::analyze_and_store;
 use crate::api::rules::backtest_candidate;
 use crate::api::snapshots::{parse_params_part, store_snapshot};
-use crate::api::{ApiError, AppState};
+use crate::api::{ApiError, AppState, verify_guarded};
 use crate::kb::queries::FeedbackInput;
 use crate::kb::rows::Verdict;
 use crate::kb::writer::IncidentMeta;
@@ -240,18 +240,23 @@ pub(super) struct SignInForm {
 pub(super) async fn signin(
     State(state): State<AppState>,
     Extension(csrf): Extension<Csrf>,
+    Extension(Peer(peer)): Extension<Peer>,
     headers: HeaderMap,
     Form(form): Form<SignInForm>,
 ) -> Result<Response, WebError> {
     check_csrf(&headers, &form.csrf)?;
     let token = form.token.trim();
-    if state.store.verify_token(token).await?.is_none() {
-        let page = SignIn {
-            version: VERSION,
-            csrf: csrf.0,
-            problem: Some("This token is not valid.".into()),
-        };
-        return Ok((axum::http::StatusCode::UNAUTHORIZED, page).into_response());
+    match verify_guarded(&state, token, peer).await {
+        Ok(_) => {}
+        Err(ApiError::Unauthorized(_)) => {
+            let page = SignIn {
+                version: VERSION,
+                csrf: csrf.0,
+                problem: Some("This token is not valid.".into()),
+            };
+            return Ok((axum::http::StatusCode::UNAUTHORIZED, page).into_response());
+        }
+        Err(other) => return Err(WebError(other)),
     }
     let mut response = Redirect::to("/").into_response();
     if let Some(cookie) = set_cookie(SESSION_COOKIE, token, true, Some(30 * 86_400)) {

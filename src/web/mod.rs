@@ -2,9 +2,10 @@
 //!
 //! Server-rendered askama templates (templates/), one stylesheet and one small script served by
 //! the binary, no external resource. Every form carries a CSRF token; every response carries a
-//! Content-Security-Policy that allows only the server's own files. By default anyone who can
-//! reach the server may paste a log (rate-limited per client); `web_requires_token` closes the
-//! pages to people signed in with an API token.
+//! Content-Security-Policy that allows only the server's own files, and a form is taken only from
+//! a page of this site (its `Origin`, else its `Referer`). Who may read and write is the service's
+//! [`Policy`](crate::service::Policy), the same as for the API: a page the visitor may not read
+//! sends them to the sign-in (an API token kept in an HttpOnly cookie).
 
 mod browse;
 mod forms;
@@ -12,21 +13,23 @@ pub mod pages;
 pub mod session;
 pub mod views;
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use askama::Template;
 use axum::Router;
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
-use crate::api::{ApiError, AppState};
+use crate::api::auth::verify;
+use crate::api::{ApiError, AppState, client_key, peer_ip};
 use crate::kb::tokens::TokenOwner;
+use crate::service::policy::is_local_request;
+use crate::service::{Denied, Requester};
 use pages::{ErrorPage, VERSION};
-use session::{CSRF_COOKIE, SESSION_COOKIE, cookie, new_token, set_cookie};
+use session::{CSRF_COOKIE, SESSION_COOKIE, cookie, new_token, same_origin, set_cookie};
 
 /// The policy: only this server's own scripts, styles and forms.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -34,6 +37,10 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 /// The CSRF token of this browser (from its cookie, or new).
 #[derive(Debug, Clone)]
 pub struct Csrf(pub String);
+
+/// The visitor's address, when the server recorded it.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub Option<std::net::IpAddr>);
 
 /// Who uses the pages: a signed-in token owner, or anonymous.
 #[derive(Debug, Clone)]
@@ -109,7 +116,8 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
     response
 }
 
-/// CSRF cookie, the sign-in gate, and the per-client rate limit of the pages.
+/// CSRF cookie, the sign-in, the policy's decision, the same-origin check of forms, and the
+/// per-client rate limit of the pages.
 async fn session_layer(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let existing = cookie(req.headers(), CSRF_COOKIE)
         .filter(|c| c.len() == 32)
@@ -118,29 +126,43 @@ async fn session_layer(State(state): State<AppState>, mut req: Request, next: Ne
     let csrf = existing.unwrap_or_else(new_token);
     req.extensions_mut().insert(Csrf(csrf.clone()));
 
+    let peer = peer_ip(&req);
     let session = cookie(req.headers(), SESSION_COOKIE).map(str::to_owned);
     let owner = match session {
-        Some(token) => state.store.verify_token(&token).await.ok().flatten(),
+        Some(token) => verify(&state, &token).await.ok().flatten(),
         None => None,
     };
-    let path = req.uri().path().to_owned();
-    if state.config.web_requires_token && owner.is_none() && path != "/signin" {
-        return Redirect::to("/signin").into_response();
+    let who = Requester {
+        signed_in: owner.is_some(),
+        local: is_local_request(peer, req.headers()),
+    };
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+    let is_read = matches!(*req.method(), Method::GET | Method::HEAD);
+    match state
+        .policy
+        .decide_route(req.method(), &route, req.uri().query(), who)
+    {
+        Ok(_) => {}
+        Err(Denied::SignInRequired { .. }) if is_read => return Redirect::to("/signin").into_response(),
+        Err(denied) => return WebError(denied.into()).into_response(),
     }
-    if req.method() != axum::http::Method::GET {
-        let client = match &owner {
-            Some(o) => format!("token:{}", o.id),
-            None => req
-                .extensions()
-                .get::<ConnectInfo<SocketAddr>>()
-                .map_or_else(|| "ip:unknown".to_owned(), |c| format!("ip:{}", c.0.ip())),
-        };
-        if let Err(retry_after_secs) = state.limiter.check(&client, Instant::now()) {
-            state.metrics.limited();
-            return WebError(ApiError::RateLimited { retry_after_secs }).into_response();
-        }
+    if !is_read && !same_origin(req.headers()) {
+        return WebError(ApiError::Forbidden(
+            "This form was not sent from a page of this site (its Origin or Referer names another). Open the page on this server and submit it there."
+                .into(),
+        ))
+        .into_response();
+    }
+    let client = client_key(owner.as_ref(), peer);
+    if let Err(retry_after_secs) = state.limiter.check(&client, Instant::now()) {
+        state.metrics.limited();
+        return WebError(ApiError::RateLimited { retry_after_secs }).into_response();
     }
     req.extensions_mut().insert(Visitor(owner));
+    req.extensions_mut().insert(Peer(peer));
     let mut response = next.run(req).await;
     if fresh && let Some(v) = set_cookie(CSRF_COOKIE, &csrf, false, None) {
         response.headers_mut().append(header::SET_COOKIE, v);
@@ -173,6 +195,7 @@ impl IntoResponse for WebError {
             StatusCode::PAYLOAD_TOO_LARGE => "Too large",
             StatusCode::TOO_MANY_REQUESTS => "Too many requests",
             StatusCode::FORBIDDEN => "Forbidden",
+            StatusCode::UNAUTHORIZED => "Sign in needed",
             s if s.is_server_error() => "Something went wrong",
             _ => "This request cannot be served",
         };

@@ -47,6 +47,28 @@ pub fn set_cookie(name: &str, value: &str, secret: bool, max_age_secs: Option<u6
     HeaderValue::from_str(&text).ok()
 }
 
+/// Whether a form comes from a page of this site: its `Origin` (every current browser sends one
+/// with a form's POST), else its `Referer`, names the host the request was sent to. A request that
+/// names neither is refused too: a browser always names one, and a script can send `Origin`.
+pub fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let source = [header::ORIGIN, header::REFERER]
+        .into_iter()
+        .find_map(|name| headers.get(name).and_then(|v| v.to_str().ok()));
+    source
+        .and_then(authority)
+        .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
+}
+
+/// `http://host:8080/path` → `host:8080`; `None` for `null` or anything without a scheme.
+fn authority(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|a| !a.is_empty() && !a.contains('@'))
+}
+
 /// Whether the form's token is the cookie's (compared in constant time).
 pub fn csrf_ok(headers: &HeaderMap, form_token: &str) -> bool {
     let Some(cookie) = cookie(headers, CSRF_COOKIE) else {
@@ -88,6 +110,40 @@ mod tests {
         assert!(!csrf_ok(&h, "abc124"));
         assert!(!csrf_ok(&h, ""));
         assert!(!csrf_ok(&HeaderMap::new(), "abc123"));
+    }
+
+    #[test]
+    fn a_form_is_taken_only_from_a_page_of_this_site() {
+        let with = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (name, value) in pairs {
+                h.insert(*name, HeaderValue::from_static(value));
+            }
+            same_origin(&h)
+        };
+        assert!(with(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://127.0.0.1:8080")
+        ]));
+        assert!(with(&[
+            ("host", "faultline.example"),
+            ("referer", "https://faultline.example/incidents/3")
+        ]));
+        assert!(!with(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://evil.example")
+        ]));
+        assert!(!with(&[
+            ("host", "faultline.example"),
+            ("origin", "https://faultline.example.evil.example")
+        ]));
+        assert!(!with(&[("host", "127.0.0.1:8080"), ("origin", "null")]));
+        assert!(!with(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://evil.example"),
+            ("referer", "http://127.0.0.1:8080/")
+        ]));
+        assert!(!with(&[("host", "127.0.0.1:8080")]), "a form that names no page");
     }
 
     #[test]

@@ -8,10 +8,13 @@ mod scenarios;
 mod server;
 
 use faultline::config::Config;
+use faultline::service::Access;
 
+/// The scenarios' server: a team server where anyone reads and writes need a token.
 fn sqlite_config(db: &support::TempDb) -> Config {
     Config {
         database: db.url(),
+        access: Access::TokenForWrites,
         ..Config::default()
     }
 }
@@ -30,6 +33,7 @@ fn the_api_works_on_postgres() {
     };
     scenarios::all(&Config {
         database: url,
+        access: Access::TokenForWrites,
         ..Config::default()
     });
 }

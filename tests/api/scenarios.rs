@@ -1,6 +1,7 @@
 //! What a CI job and a teammate do with the API, as scenarios run against each backend.
 
 use faultline::config::Config;
+use faultline::service::Access;
 use serde_json::json;
 
 use crate::server::{TestServer, call};
@@ -324,16 +325,29 @@ name = "assert"
 log = "Assertion `srcIndex < srcSelectDimSize` failed."
 expect = { matched = true }
 "#;
-    let report = s.call(
+    let anonymous = s.call(
         "POST",
         "/api/v1/rules/backtest",
         Some("text/plain"),
         candidate.as_bytes(),
         false,
     );
+    assert_eq!(
+        anonymous.status, 401,
+        "a backtest always needs a token: {}",
+        anonymous.body
+    );
+    let report = s.call(
+        "POST",
+        "/api/v1/rules/backtest",
+        Some("text/plain"),
+        candidate.as_bytes(),
+        true,
+    );
     assert_eq!(report.status, 200, "{}", report.body);
     let report = report.json();
     assert_eq!(report["rule"], "team.embedding_assert");
+    assert_eq!(report["complete"], true, "{report}");
     assert_eq!(report["matched"].as_array().map(Vec::len), Some(2));
     assert_eq!(
         report["takes_primary"], 2,
@@ -344,7 +358,7 @@ expect = { matched = true }
         "/api/v1/rules/backtest",
         Some("text/plain"),
         b"id = 'x'",
-        false,
+        true,
     );
     assert_eq!(
         (broken.status, broken.json()["error"].clone()),
@@ -394,7 +408,7 @@ pub fn limits(db: &TempDb) {
         max_body_bytes: 1024,
         rate_limit_per_minute: 60,
         rate_limit_burst: 5,
-        require_token_for_reads: true,
+        access: Access::Private,
         ..Config::default()
     };
     let s = TestServer::start(config);

@@ -27,12 +27,16 @@ impl TestServer {
                 let app = App::start(config, rules)
                     .await
                     .unwrap_or_else(|e| panic!("{e:#}"));
-                let token = app
-                    .state
-                    .store
-                    .create_token("tests")
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}"));
+                // The first server on a database names its token "tests"; a later one on the same
+                // database (a test that restarts with other settings) gets a name of its own.
+                let store = &app.state.store;
+                let token = match store.create_token("tests").await {
+                    Ok(token) => token,
+                    Err(_) => store
+                        .create_token(&format!("tests-{}", std::process::id() ^ server_nonce()))
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}")),
+                };
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                     .await
                     .unwrap_or_else(|e| panic!("{e}"));
@@ -87,6 +91,15 @@ impl TestServer {
         self.call("POST", path, Some("text/plain"), log.as_bytes(), true)
     }
 
+    /// A page's form as a browser sends it: with this site as its `Origin`.
+    pub fn post_form(&self, path: &str, content_type: &str, body: &[u8]) -> Answer {
+        let headers = [
+            ("content-type", content_type.to_owned()),
+            ("origin", self.base.clone()),
+        ];
+        request(&self.url(path), "POST", &headers, body).unwrap_or_else(|e| panic!("POST {path}: {e}"))
+    }
+
     pub fn post_json(&self, path: &str, body: &serde_json::Value) -> Answer {
         self.call(
             "POST",
@@ -107,6 +120,12 @@ impl Drop for TestServer {
             let _ = thread.join();
         }
     }
+}
+
+/// A number that differs between servers started by one test process.
+fn server_nonce() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) << 16
 }
 
 /// A response.
@@ -141,16 +160,30 @@ pub fn try_call(
     body: &[u8],
     token: Option<&str>,
 ) -> Result<Answer, ureq::Error> {
+    let mut headers = Vec::new();
+    if let Some(ct) = content_type {
+        headers.push(("content-type", ct.to_owned()));
+    }
+    if let Some(t) = token {
+        headers.push(("authorization", format!("Bearer {t}")));
+    }
+    request(url, method, &headers, body)
+}
+
+/// A request with the headers given.
+pub fn request(
+    url: &str,
+    method: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Result<Answer, ureq::Error> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
         .into();
     let mut builder = ureq::http::Request::builder().method(method).uri(url);
-    if let Some(ct) = content_type {
-        builder = builder.header("content-type", ct);
-    }
-    if let Some(t) = token {
-        builder = builder.header("authorization", format!("Bearer {t}"));
+    for (name, value) in headers {
+        builder = builder.header(*name, value);
     }
     let request = builder.body(body.to_vec()).unwrap_or_else(|e| panic!("{e}"));
     let mut response = agent.run(request)?;
