@@ -325,6 +325,23 @@ mod tests {
     }
 
     #[test]
+    fn the_access_mode_comes_from_the_environment_and_deprecated_flags_mean_private() {
+        let c = Config::load(None, |n| {
+            (n == "FAULTLINE_ACCESS").then(|| "token-for-writes".into())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.access(), Access::TokenForWrites);
+        let bad = Config::load(None, |n| (n == "FAULTLINE_ACCESS").then(|| "public".into())).err();
+        assert!(bad.is_some_and(|e| e.to_string().contains("FAULTLINE_ACCESS")));
+        let old = Config {
+            require_token_for_reads: true,
+            ..Config::default()
+        };
+        assert_eq!(old.access(), Access::Private);
+        assert_eq!(Config::default().access(), Access::Auto);
+    }
+
+    #[test]
     fn url_passwords_are_redacted() {
         assert_eq!(
             redact_url("postgres://u:pw@h:5432/db"),

@@ -306,6 +306,14 @@ fn page_forms_write_only_where_the_api_would(base: &Config) {
     let group = s.get(&format!("/api/v1/incidents/{id}")).json()["group_id"]
         .as_i64()
         .unwrap_or_else(|| panic!("no group"));
+    let action = format!("action=\"/incidents/{id}/feedback\"");
+    let anonymous_page = s.get(&format!("/incidents/{id}")).body;
+    assert!(
+        !anonymous_page.contains(&action) && anonymous_page.contains("href=\"/signin\""),
+        "the page offers a sign-in, not a form it would refuse: {anonymous_page}"
+    );
+    let owner_page = get_with(&s, &format!("/incidents/{id}"), &[session(&s)]).body;
+    assert!(owner_page.contains(&action), "{owner_page}");
     let feedback = form(&s, &format!("/incidents/{id}/feedback"), "verdict=right", false);
     assert_eq!(feedback.status, 401, "{}", feedback.body);
     let note = form(&s, &format!("/groups/{group}/notes"), "body=hello", false);

@@ -120,13 +120,14 @@ pub fn spec() -> Value {
                 "responses": { "200": ok("RuleDetail"), "404": error }
             } },
             "/api/v1/rules/backtest": { "post": {
-                "summary": "Run a candidate rule (TOML) over the latest stored incidents",
-                "parameters": [{ "name": "limit", "in": "query", "schema": { "type": "integer" } }],
+                "summary": "Run a candidate rule (TOML) over the latest stored incidents: needs a token in every access mode, one at a time (429 while another runs), stops before the request's timeout (complete: false, stopped: why)",
+                "security": bearer,
+                "parameters": [{ "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 10000 } }],
                 "requestBody": { "required": true, "content": {
                     "text/plain": { "schema": { "type": "string", "description": "the rule file" } },
                     "application/json": { "schema": { "type": "object", "required": ["rule"], "properties": { "rule": { "type": "string" } } } }
                 } },
-                "responses": { "200": ok("BacktestReport"), "400": error, "422": error }
+                "responses": { "200": ok("BacktestReport"), "400": error, "401": error, "422": error, "429": error }
             } },
             "/api/v1/ping": { "post": {
                 "summary": "Connectivity check: answers the size of the body it was sent",
@@ -192,7 +193,8 @@ pub fn spec() -> Value {
                 "SnapshotAccepted": snapshot_accepted,
                 "ReplayJob": replay_job_schema,
                 "BacktestReport": { "type": "object", "properties": {
-                    "rule": { "type": "string" }, "scanned": { "type": "integer" }, "matched": { "type": "array" }, "takes_primary": { "type": "integer" } } }
+                    "rule": { "type": "string" }, "scanned": { "type": "integer" }, "distinct_logs": { "type": "integer" }, "matched": { "type": "array" }, "takes_primary": { "type": "integer" },
+                    "complete": { "type": "boolean" }, "stopped": { "type": "string" } } }
             }
         }
     })

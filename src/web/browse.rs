@@ -12,7 +12,7 @@ use super::pages::{
     NoteView, ProjectView, ReplayJobView, RuleHead, RulePage, RuleRow, RulesPage, VERSION,
 };
 use super::views::{FindingView, chart, fold_log, safe_url, verdict_word, when};
-use super::{Csrf, WebError, human_bytes};
+use super::{Allowed, Csrf, WebError, human_bytes};
 use crate::api::rules::rule_detail;
 use crate::api::{ApiError, AppState};
 use crate::kb::now_ms;
@@ -63,6 +63,7 @@ fn classes(state: &AppState) -> Vec<String> {
 pub(super) async fn home(
     State(state): State<AppState>,
     Extension(csrf): Extension<Csrf>,
+    Extension(allowed): Extension<Allowed>,
 ) -> Result<Home, WebError> {
     let groups = state
         .store
@@ -75,6 +76,7 @@ pub(super) async fn home(
     Ok(Home {
         version: VERSION,
         csrf: csrf.0,
+        allowed,
         max_upload: human_bytes(state.config.max_body_bytes),
         groups: groups.items.into_iter().map(group_row).collect(),
         coverage: coverage.percent().map(|percent| CoverageView {
@@ -190,6 +192,7 @@ pub(super) struct IncidentQuery {
 pub(super) async fn incident(
     State(state): State<AppState>,
     Extension(csrf): Extension<Csrf>,
+    Extension(allowed): Extension<Allowed>,
     Path(raw): Path<String>,
     Query(query): Query<IncidentQuery>,
 ) -> Result<IncidentPage, WebError> {
@@ -235,6 +238,7 @@ pub(super) async fn incident(
     Ok(IncidentPage {
         version: VERSION,
         csrf: csrf.0,
+        allowed,
         id: i.id,
         group_id: i.group_id,
         group_count: detail.group.as_ref().map_or(0, |g| g.count),
@@ -363,6 +367,7 @@ pub(super) async fn groups(
 pub(super) async fn group(
     State(state): State<AppState>,
     Extension(csrf): Extension<Csrf>,
+    Extension(allowed): Extension<Allowed>,
     Path(raw): Path<String>,
 ) -> Result<GroupPage, WebError> {
     let detail = state.store.group(id(&raw, "group")?, CHART_DAYS).await?;
@@ -381,6 +386,7 @@ pub(super) async fn group(
     Ok(GroupPage {
         version: VERSION,
         csrf: csrf.0,
+        allowed,
         trend: match detail.trend {
             Trend::Rising => "rising",
             Trend::Falling => "falling",
@@ -453,6 +459,7 @@ pub(super) async fn rules(State(state): State<AppState>) -> Result<RulesPage, We
 pub(super) async fn rule(
     State(state): State<AppState>,
     Extension(csrf): Extension<Csrf>,
+    Extension(allowed): Extension<Allowed>,
     Path(rule_id): Path<String>,
 ) -> Result<RulePage, WebError> {
     let rule = state
@@ -472,6 +479,7 @@ pub(super) async fn rule(
     Ok(RulePage {
         version: VERSION,
         csrf: csrf.0,
+        allowed,
         rule: RuleHead {
             id: rule.id.clone(),
             class: rule.class.clone(),

@@ -27,7 +27,7 @@ use crate::api::auth::verify;
 use crate::api::{ApiError, AppState, client_key, peer_ip};
 use crate::kb::tokens::TokenOwner;
 use crate::service::policy::is_local_request;
-use crate::service::{Denied, Requester};
+use crate::service::{Action, Denied, Requester};
 use pages::{ErrorPage, VERSION};
 use session::{CSRF_COOKIE, SESSION_COOKIE, cookie, new_token, same_origin, set_cookie};
 
@@ -37,6 +37,16 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 /// The CSRF token of this browser (from its cookie, or new).
 #[derive(Debug, Clone)]
 pub struct Csrf(pub String);
+
+/// Which forms the visitor may send, by the same policy that will judge them: a page shows a
+/// form only to whom it will accept it from, and a sign-in link to the others.
+#[derive(Debug, Clone, Copy)]
+pub struct Allowed {
+    /// Store incidents, feedback, notes, snapshots.
+    pub write: bool,
+    /// Backtest rules.
+    pub administer: bool,
+}
 
 /// The visitor's address, when the server recorded it.
 #[derive(Debug, Clone, Copy)]
@@ -161,6 +171,10 @@ async fn session_layer(State(state): State<AppState>, mut req: Request, next: Ne
         state.metrics.limited();
         return WebError(ApiError::RateLimited { retry_after_secs }).into_response();
     }
+    req.extensions_mut().insert(Allowed {
+        write: state.policy.decide(Action::StoreIncident, who).is_ok(),
+        administer: state.policy.decide(Action::BacktestRule, who).is_ok(),
+    });
     req.extensions_mut().insert(Visitor(owner));
     req.extensions_mut().insert(Peer(peer));
     let mut response = next.run(req).await;

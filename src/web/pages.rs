@@ -50,6 +50,8 @@ pub struct Home {
     pub version: &'static str,
     /// Form token.
     pub csrf: String,
+    /// The forms this visitor may send.
+    pub allowed: super::Allowed,
     /// Upload limit in words.
     pub max_upload: String,
     /// Recent groups.
@@ -107,6 +109,8 @@ pub struct IncidentPage {
     pub version: &'static str,
     /// Form token.
     pub csrf: String,
+    /// The forms this visitor may send.
+    pub allowed: super::Allowed,
     /// Id.
     pub id: i64,
     /// Group.
@@ -265,6 +269,8 @@ pub struct GroupPage {
     pub version: &'static str,
     /// Form token.
     pub csrf: String,
+    /// The forms this visitor may send.
+    pub allowed: super::Allowed,
     /// The group.
     pub group: crate::kb::rows::GroupSummary,
     /// Trend in words.
@@ -326,6 +332,8 @@ pub struct RulePage {
     pub version: &'static str,
     /// Form token.
     pub csrf: String,
+    /// The forms this visitor may send.
+    pub allowed: super::Allowed,
     /// The rule's summary row.
     pub rule: RuleHead,
     /// Summary template.
