@@ -15,6 +15,7 @@ use crate::kb::{Store, StoreOptions};
 use crate::objects::SnapshotStore;
 use crate::rules::RuleSet;
 use crate::web;
+use crate::web::session::CsrfKey;
 use crate::worker::{Worker, WorkerOptions};
 
 /// The store options a configuration asks for.
@@ -72,8 +73,10 @@ impl App {
             let options = WorkerOptions::from_config(&config);
             EmbeddedWorker::spawn(Worker::new(store.clone(), snapshots.clone(), options))
         });
+        let csrf_key = store.server_secret("csrf").await?;
         let mut state = AppState::new(rules, store, writer, config);
         state.snapshots = snapshots;
+        state.csrf_key = CsrfKey::from_hex(&csrf_key).context("the stored CSRF key is not 64 hex digits")?;
         Ok(Self {
             state,
             writer_task,

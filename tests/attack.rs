@@ -48,8 +48,16 @@ log = "launch code is zx81"
 expect = { matched = true }
 "#;
 
-/// A CSRF value: the pages' forms carry the cookie's value as a field.
-const CSRF: &str = "0123456789abcdef0123456789abcdef";
+/// A CSRF token the server made, as a browser gets it with any page (its cookie's value, which
+/// the pages' forms carry as a field).
+fn csrf(s: &TestServer) -> String {
+    let page = s.get("/signin");
+    page.header("set-cookie")
+        .and_then(|c| c.strip_prefix("fl_csrf="))
+        .and_then(|c| c.split(';').next())
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no CSRF cookie: {:?}", page.headers))
+}
 
 /// Runs every attack against a server on `database`.
 fn all(database: &str) {
@@ -134,28 +142,30 @@ fn get_with(s: &TestServer, path: &str, headers: &[(&str, String)]) -> Answer {
 
 /// The pages' sign-in cookie holding the server's token.
 fn session(s: &TestServer) -> (&'static str, String) {
-    ("cookie", format!("fl_session={}; fl_csrf={CSRF}", s.token))
+    ("cookie", format!("fl_session={}", s.token))
 }
 
 /// A page form as a browser on this site sends it, signed in or not.
 fn form(s: &TestServer, path: &str, fields: &str, signed_in: bool) -> Answer {
+    let token = csrf(s);
     let cookie = if signed_in {
-        session(s).1
+        format!("{}; fl_csrf={token}", session(s).1)
     } else {
-        format!("fl_csrf={CSRF}")
+        format!("fl_csrf={token}")
     };
     let headers = [
         ("content-type", "application/x-www-form-urlencoded".to_owned()),
         ("origin", s.base.clone()),
         ("cookie", cookie),
     ];
-    let body = format!("csrf={CSRF}&{fields}");
+    let body = format!("csrf={token}&{fields}");
     request(&s.url(path), "POST", &headers, body.as_bytes()).unwrap_or_else(|e| panic!("POST {path}: {e}"))
 }
 
 /// A multipart page form (the paste form, the snapshot form).
 fn multipart(s: &TestServer, path: &str, parts: &[(&str, &str)], signed_in: bool) -> Answer {
-    let mut body = format!("--b\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\n{CSRF}\r\n");
+    let token = csrf(s);
+    let mut body = format!("--b\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\n{token}\r\n");
     for (name, value) in parts {
         body.push_str(&format!(
             "--b\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{name}\"\r\n\r\n{value}\r\n"
@@ -163,9 +173,9 @@ fn multipart(s: &TestServer, path: &str, parts: &[(&str, &str)], signed_in: bool
     }
     body.push_str("--b--\r\n");
     let cookie = if signed_in {
-        session(s).1
+        format!("{}; fl_csrf={token}", session(s).1)
     } else {
-        format!("fl_csrf={CSRF}")
+        format!("fl_csrf={token}")
     };
     let headers = [
         ("content-type", "multipart/form-data; boundary=b".to_owned()),
@@ -383,20 +393,30 @@ fn page_reads_are_rate_limited(base: &Config) {
 fn forms_from_another_site_are_refused(base: &Config) {
     let s = start(base, Access::Open);
     let id = stored(&s, SECRET_LOG);
-    let headers = [
-        ("content-type", "application/x-www-form-urlencoded".to_owned()),
-        ("origin", "http://evil.example".to_owned()),
-        ("cookie", format!("fl_csrf={CSRF}")),
-    ];
-    let body = format!("csrf={CSRF}&verdict=wrong");
-    let answer = request(
-        &s.url(&format!("/incidents/{id}/feedback")),
-        "POST",
-        &headers,
-        body.as_bytes(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let token = csrf(&s);
+    let post = |origin: &str, token: &str| {
+        let headers = [
+            ("content-type", "application/x-www-form-urlencoded".to_owned()),
+            ("origin", origin.to_owned()),
+            ("cookie", format!("fl_csrf={token}")),
+        ];
+        let body = format!("csrf={token}&verdict=wrong");
+        request(
+            &s.url(&format!("/incidents/{id}/feedback")),
+            "POST",
+            &headers,
+            body.as_bytes(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let answer = post("http://evil.example", &token);
     assert_eq!(answer.status, 403, "{}", answer.body);
+    // A cookie the server did not make (tossed by a sibling site) is no token, even when the form
+    // carries the same value.
+    for forged in ["0123456789abcdef0123456789abcdef".to_owned(), "0".repeat(64)] {
+        let answer = post(&s.base, &forged);
+        assert_eq!(answer.status, 400, "{forged}: {}", answer.body);
+    }
     let feedback = s.get(&format!("/api/v1/incidents/{id}")).json();
     assert_eq!(feedback["feedback"], serde_json::json!([]), "nothing was written");
 }

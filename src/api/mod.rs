@@ -61,6 +61,8 @@ pub struct AppState {
     pub policy: Policy,
     /// One rule backtest at a time.
     pub backtests: Arc<tokio::sync::Semaphore>,
+    /// Signs the pages' CSRF tokens (the knowledge base's shared key once the app opens it).
+    pub csrf_key: crate::web::session::CsrfKey,
     /// Where tensor snapshots are written (none until the app opens it).
     pub snapshots: crate::objects::SnapshotStore,
 }
@@ -79,6 +81,7 @@ impl AppState {
             guesses: Arc::new(RateLimiter::new(auth::GUESSES_PER_MINUTE, auth::GUESS_BURST)),
             policy: config.policy(),
             backtests: Arc::new(tokio::sync::Semaphore::new(1)),
+            csrf_key: crate::web::session::CsrfKey::random(),
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             tokens: Arc::new(auth::TokenCache::default()),

@@ -29,6 +29,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "incidents diagnosed",
         include_str!("../../migrations/sqlite/0004_incidents_diagnosed.sql"),
     ),
+    (
+        5,
+        "server secrets",
+        include_str!("../../migrations/sqlite/0005_server_secrets.sql"),
+    ),
 ];
 
 /// (version, description, SQL) for PostgreSQL: the same versions as SQLite.
@@ -52,6 +57,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         4,
         "incidents diagnosed",
         include_str!("../../migrations/postgres/0004_incidents_diagnosed.sql"),
+    ),
+    (
+        5,
+        "server secrets",
+        include_str!("../../migrations/postgres/0005_server_secrets.sql"),
     ),
 ];
 

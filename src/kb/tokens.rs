@@ -50,6 +50,23 @@ impl Store {
         Ok(token)
     }
 
+    /// The secret named `name` that every server of this knowledge base shares: 32 random bytes
+    /// (hex), made by the first server that asks.
+    pub async fn server_secret(&self, name: &str) -> Result<String> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| StoreError::Unavailable(format!("no randomness: {e}")))?;
+        sqlx::query("INSERT INTO server_secrets (name, value) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+            .bind(name)
+            .bind(hex(&secret))
+            .execute(self.pool())
+            .await?;
+        let row = sqlx::query("SELECT value FROM server_secrets WHERE name = $1")
+            .bind(name)
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get(0)?)
+    }
+
     /// The owner of `token`, if it is a valid token.
     pub async fn verify_token(&self, token: &str) -> Result<Option<TokenOwner>> {
         if !token.starts_with(TOKEN_PREFIX) {

@@ -3,7 +3,7 @@
 
 use axum::Form;
 use axum::extract::{Extension, Multipart, Path, State};
-use axum::http::{HeaderMap, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
@@ -18,8 +18,8 @@ use crate::kb::queries::FeedbackInput;
 use crate::kb::rows::Verdict;
 use crate::kb::writer::IncidentMeta;
 
-fn check_csrf(headers: &HeaderMap, token: &str) -> Result<(), WebError> {
-    if csrf_ok(headers, token) {
+fn check_csrf(csrf: &Csrf, token: &str) -> Result<(), WebError> {
+    if csrf_ok(&csrf.0, token) {
         Ok(())
     } else {
         Err(WebError(ApiError::BadRequest(
@@ -42,7 +42,7 @@ fn multipart_error(e: axum::extract::multipart::MultipartError, limit: usize) ->
 
 pub(super) async fn analyze(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Extension(browser): Extension<Csrf>,
     mut form: Multipart,
 ) -> Result<Response, WebError> {
     let limit = state.config.max_body_bytes;
@@ -58,7 +58,7 @@ pub(super) async fn analyze(
             _ => {}
         }
     }
-    check_csrf(&headers, &csrf)?;
+    check_csrf(&browser, &csrf)?;
     let log = if uploaded.is_empty() {
         pasted
     } else {
@@ -83,7 +83,7 @@ pub(super) async fn analyze(
 /// A snapshot attached from the incident page (multipart: csrf, snapshot file, params text).
 pub(super) async fn snapshot(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Extension(browser): Extension<Csrf>,
     Path(raw): Path<String>,
     mut form: Multipart,
 ) -> Result<Response, WebError> {
@@ -102,7 +102,7 @@ pub(super) async fn snapshot(
             _ => {}
         }
     }
-    check_csrf(&headers, &csrf)?;
+    check_csrf(&browser, &csrf)?;
     state.store.require_incident(id).await?;
     let data = data.ok_or_else(|| {
         WebError(ApiError::Unprocessable(
@@ -131,11 +131,11 @@ pub(super) struct FeedbackForm {
 pub(super) async fn feedback(
     State(state): State<AppState>,
     Extension(visitor): Extension<Visitor>,
-    headers: HeaderMap,
+    Extension(csrf): Extension<Csrf>,
     Path(raw): Path<String>,
     Form(form): Form<FeedbackForm>,
 ) -> Result<Response, WebError> {
-    check_csrf(&headers, &form.csrf)?;
+    check_csrf(&csrf, &form.csrf)?;
     let id: i64 = raw
         .parse()
         .map_err(|_| WebError(ApiError::NotFound(format!("There is no incident {raw}."))))?;
@@ -166,11 +166,11 @@ pub(super) struct NoteForm {
 pub(super) async fn note(
     State(state): State<AppState>,
     Extension(visitor): Extension<Visitor>,
-    headers: HeaderMap,
+    Extension(csrf): Extension<Csrf>,
     Path(raw): Path<String>,
     Form(form): Form<NoteForm>,
 ) -> Result<Response, WebError> {
-    check_csrf(&headers, &form.csrf)?;
+    check_csrf(&csrf, &form.csrf)?;
     let id: i64 = raw
         .parse()
         .map_err(|_| WebError(ApiError::NotFound(format!("There is no group {raw}."))))?;
@@ -186,10 +186,10 @@ pub(super) struct BacktestForm {
 
 pub(super) async fn backtest(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Extension(csrf): Extension<Csrf>,
     Form(form): Form<BacktestForm>,
 ) -> Result<BacktestPage, WebError> {
-    check_csrf(&headers, &form.csrf)?;
+    check_csrf(&csrf, &form.csrf)?;
     let page = match backtest_candidate(&state, &form.rule, 500).await {
         Ok(report) => BacktestPage {
             version: VERSION,
@@ -241,10 +241,9 @@ pub(super) async fn signin(
     State(state): State<AppState>,
     Extension(csrf): Extension<Csrf>,
     Extension(Peer(peer)): Extension<Peer>,
-    headers: HeaderMap,
     Form(form): Form<SignInForm>,
 ) -> Result<Response, WebError> {
-    check_csrf(&headers, &form.csrf)?;
+    check_csrf(&csrf, &form.csrf)?;
     let token = form.token.trim();
     match verify_guarded(&state, token, peer).await {
         Ok(_) => {}
@@ -270,8 +269,11 @@ pub(super) struct SignOutForm {
     csrf: String,
 }
 
-pub(super) async fn signout(headers: HeaderMap, Form(form): Form<SignOutForm>) -> Result<Response, WebError> {
-    check_csrf(&headers, &form.csrf)?;
+pub(super) async fn signout(
+    Extension(csrf): Extension<Csrf>,
+    Form(form): Form<SignOutForm>,
+) -> Result<Response, WebError> {
+    check_csrf(&csrf, &form.csrf)?;
     let mut response = Redirect::to("/signin").into_response();
     if let Some(cookie) = set_cookie(SESSION_COOKIE, "", true, Some(0)) {
         response.headers_mut().append(header::SET_COOKIE, cookie);

@@ -29,7 +29,7 @@ use crate::kb::tokens::TokenOwner;
 use crate::service::policy::is_local_request;
 use crate::service::{Action, Denied, Requester};
 use pages::{ErrorPage, VERSION};
-use session::{CSRF_COOKIE, SESSION_COOKIE, cookie, new_token, same_origin, set_cookie};
+use session::{CSRF_COOKIE, SESSION_COOKIE, cookie, same_origin, set_cookie};
 
 /// The policy: only this server's own scripts, styles and forms.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -130,10 +130,10 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
 /// per-client rate limit of the pages.
 async fn session_layer(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let existing = cookie(req.headers(), CSRF_COOKIE)
-        .filter(|c| c.len() == 32)
+        .filter(|c| state.csrf_key.made(c))
         .map(str::to_owned);
     let fresh = existing.is_none();
-    let csrf = existing.unwrap_or_else(new_token);
+    let csrf = existing.unwrap_or_else(|| state.csrf_key.new_token());
     req.extensions_mut().insert(Csrf(csrf.clone()));
 
     let peer = peer_ip(&req);
