@@ -20,5 +20,6 @@ pub mod parse;
 pub mod replay;
 pub mod rules;
 pub mod scan;
+pub mod server;
 pub mod web;
 pub mod worker;

@@ -116,7 +116,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// The least time a snapshot upload is given, whatever the request timeout.
-const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Body limit, timeout and request metrics around `routes`.
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
