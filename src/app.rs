@@ -2,8 +2,6 @@
 //! (unless turned off) the embedded replay worker, serve the routes until SIGTERM or Ctrl-C, then
 //! finish the requests in flight and commit every acknowledged incident.
 
-use std::net::SocketAddr;
-
 use anyhow::Context;
 use axum::Router;
 use tokio::net::TcpListener;
@@ -14,6 +12,7 @@ use crate::kb::writer::Writer;
 use crate::kb::{Store, StoreOptions};
 use crate::objects::SnapshotStore;
 use crate::rules::RuleSet;
+use crate::server::{self, ServerOptions};
 use crate::web;
 use crate::web::session::CsrfKey;
 use crate::worker::{Worker, WorkerOptions};
@@ -95,11 +94,8 @@ impl App {
         listener: TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let app = self.router().into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("the server failed")?;
+        let options = ServerOptions::from_config(&self.state.config, server::open_file_limit());
+        server::serve(listener, self.router(), options, shutdown).await;
         let App {
             state,
             writer_task,

@@ -33,6 +33,16 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// A request taking longer than this is answered 503.
     pub request_timeout_secs: u64,
+    /// A client that has not sent a whole request head this many seconds after connecting (or,
+    /// on a kept-alive HTTP/1 connection, after its last response) is disconnected.
+    pub header_read_timeout_secs: u64,
+    /// Most client connections open at once; a connection over it is closed as soon as it is
+    /// accepted. Default (and most): half the process's open-file limit, leaving the other half to
+    /// the database and files.
+    pub max_client_connections: Option<usize>,
+    /// Most connections open at once from one IP address; 0 turns the cap off. Behind a reverse
+    /// proxy every client has the proxy's address: raise it or turn it off there.
+    pub max_connections_per_ip: usize,
     /// Requests per minute per client (token, or IP address without one); 0 turns the limit off.
     pub rate_limit_per_minute: u32,
     /// Burst of requests a client may make at once.
@@ -76,6 +86,9 @@ impl Default for Config {
             web_requires_token: false,
             max_body_bytes: 16 << 20,
             request_timeout_secs: 30,
+            header_read_timeout_secs: 10,
+            max_client_connections: None,
+            max_connections_per_ip: 256,
             rate_limit_per_minute: 600,
             rate_limit_burst: 120,
             write_batch: 512,
@@ -104,6 +117,9 @@ impl std::fmt::Debug for Config {
             .field("web_requires_token", &self.web_requires_token)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("request_timeout_secs", &self.request_timeout_secs)
+            .field("header_read_timeout_secs", &self.header_read_timeout_secs)
+            .field("max_client_connections", &self.max_client_connections)
+            .field("max_connections_per_ip", &self.max_connections_per_ip)
             .field("rate_limit_per_minute", &self.rate_limit_per_minute)
             .field("rate_limit_burst", &self.rate_limit_burst)
             .field("write_batch", &self.write_batch)
@@ -241,6 +257,15 @@ impl Config {
         if let Some(v) = get("FAULTLINE_REQUEST_TIMEOUT_SECS") {
             self.request_timeout_secs = parse("FAULTLINE_REQUEST_TIMEOUT_SECS", v)?;
         }
+        if let Some(v) = get("FAULTLINE_HEADER_READ_TIMEOUT_SECS") {
+            self.header_read_timeout_secs = parse("FAULTLINE_HEADER_READ_TIMEOUT_SECS", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_MAX_CLIENT_CONNECTIONS") {
+            self.max_client_connections = Some(parse("FAULTLINE_MAX_CLIENT_CONNECTIONS", v)?);
+        }
+        if let Some(v) = get("FAULTLINE_MAX_CONNECTIONS_PER_IP") {
+            self.max_connections_per_ip = parse("FAULTLINE_MAX_CONNECTIONS_PER_IP", v)?;
+        }
         if let Some(v) = get("FAULTLINE_RATE_LIMIT_PER_MINUTE") {
             self.rate_limit_per_minute = parse("FAULTLINE_RATE_LIMIT_PER_MINUTE", v)?;
         }
@@ -311,6 +336,25 @@ mod tests {
         assert_eq!(c.database, "postgres://u:pw@db/fl");
         assert_eq!(c.rate_limit_per_minute, 7);
         assert!(!format!("{c:?}").contains("pw"), "secrets stay out of Debug");
+    }
+
+    #[test]
+    fn the_connection_limits_come_from_the_environment() {
+        let c = Config::load(None, |name| match name {
+            "FAULTLINE_HEADER_READ_TIMEOUT_SECS" => Some("3".into()),
+            "FAULTLINE_MAX_CLIENT_CONNECTIONS" => Some("900".into()),
+            "FAULTLINE_MAX_CONNECTIONS_PER_IP" => Some("0".into()),
+            _ => None,
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (
+                c.header_read_timeout_secs,
+                c.max_client_connections,
+                c.max_connections_per_ip
+            ),
+            (3, Some(900), 0)
+        );
     }
 
     #[test]

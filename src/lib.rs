@@ -20,6 +20,7 @@ pub mod parse;
 pub mod replay;
 pub mod rules;
 pub mod scan;
+pub mod server;
 pub mod service;
 pub mod web;
 pub mod worker;

@@ -1,8 +1,8 @@
 //! The REST API v1 (JSON) and the operational endpoints, over [`AppState`].
 //!
 //! Handlers call core functions and [`Store`](crate::kb::Store) methods only. Every failure has the
-//! shape of [`ApiError`]. Middleware, outermost first: request metrics, timeout, authentication and
-//! rate limit.
+//! shape of [`ApiError`]. Middleware, outermost first: request metrics, timeout, the refusal of a
+//! declared body over the limit, authentication and rate limit.
 
 pub mod analyze;
 pub mod auth;
@@ -129,7 +129,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// The least time a snapshot upload is given, whatever the request timeout.
-const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Body limit, timeout and request metrics around `routes`.
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
@@ -137,6 +137,10 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
     routes
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            refuse_oversized_bodies,
+        ))
         .layer(middleware::from_fn(
             move |mut req: Request, next: Next| async move {
                 req.extensions_mut().insert(BodyLimit(limit));
@@ -157,6 +161,36 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         ))
         .layer(middleware::from_fn_with_state(state.clone(), count_requests))
         .with_state(state)
+}
+
+/// The routes whose body may reach `snapshot_max_bytes` (the uploads of the API and of the page);
+/// every other route's limit is `max_body_bytes`.
+const SNAPSHOT_ROUTES: [&str; 2] = ["/api/v1/incidents/{id}/snapshots", "/incidents/{id}/snapshots"];
+
+/// Answers 413 at once, before a byte of the body is read, when the declared `Content-Length` is
+/// over the route's limit: the API's JSON error under `/api/`, the error page elsewhere.
+async fn refuse_oversized_bodies(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
+    let limit = if route.is_some_and(|r| SNAPSHOT_ROUTES.contains(&r)) {
+        state.config.snapshot_max_bytes
+    } else {
+        state.config.max_body_bytes
+    };
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let over = declared.is_some_and(|n| n > u64::try_from(limit).unwrap_or(u64::MAX));
+    if !over {
+        return next.run(req).await;
+    }
+    let refusal = ApiError::TooLarge { limit };
+    if req.uri().path().starts_with("/api/") {
+        refusal.into_response()
+    } else {
+        crate::web::WebError(refusal).into_response()
+    }
 }
 
 async fn count_requests(State(state): State<AppState>, req: Request, next: Next) -> Response {

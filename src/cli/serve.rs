@@ -58,6 +58,13 @@ pub struct ServeArgs {
     /// Requests per minute per client; 0 turns the limit off.
     #[arg(long, value_name = "N")]
     rate_limit: Option<u32>,
+    /// Most client connections open at once (default and most: half the open-file limit).
+    #[arg(long, value_name = "N")]
+    max_client_connections: Option<usize>,
+    /// Most connections open at once from one IP address (default 256); 0 turns the cap off.
+    /// Behind a reverse proxy every client has the proxy's address: raise it or turn it off.
+    #[arg(long, value_name = "N")]
+    max_connections_per_ip: Option<usize>,
     #[command(flatten)]
     rules: RulesOption,
     /// Run no replay worker in this process (standalone `faultline worker`s do the jobs).
@@ -159,6 +166,12 @@ pub(super) fn serve(args: &ServeArgs, out: &mut impl Write) -> anyhow::Result<u8
     }
     if let Some(n) = args.rate_limit {
         config.rate_limit_per_minute = n;
+    }
+    if let Some(n) = args.max_client_connections {
+        config.max_client_connections = Some(n);
+    }
+    if let Some(n) = args.max_connections_per_ip {
+        config.max_connections_per_ip = n;
     }
     if args.rules.dir.is_some() {
         config.rules = args.rules.dir.clone();
