@@ -8,7 +8,9 @@
 //! Big-endian arrays are swapped in place, and only a Fortran-ordered array whose layout differs
 //! from C order goes through a scratch buffer to be rewritten in C order, so checks see one
 //! layout. Summarizing ([`summarize`]) validates the same way but inflates the bodies into a
-//! counter: its memory is one `.npy` header, whatever the members inflate to.
+//! counter: its memory is one `.npy` header, whatever the members inflate to. The zip reader
+//! keeps a few hundred bytes per member of the archive's directory, so the members are counted
+//! (by their directory signature) before it reads the directory.
 
 use std::collections::BTreeMap;
 use std::io::{self, Cursor, Read};
@@ -121,8 +123,30 @@ fn swap_bytes(bytes: &mut [u8], size: usize) {
     }
 }
 
+/// The signature of a zip central directory header: one starts each member the zip reader keeps.
+const CENTRAL_HEADER: &[u8] = b"PK\x01\x02";
+
+/// Most members an `.npz` may have: its arrays, a directory entry beside each, its parameters.
+fn max_members(limits: &Limits) -> usize {
+    limits.max_tensors.saturating_mul(2) + PARAM_MEMBERS.len()
+}
+
 /// Reads the archive's members in order: the `.npy` bodies into `bodies`, the parameters.
 fn walk(data: &[u8], limits: &Limits, bodies: &mut impl Bodies) -> Result<Parts, SnapshotError> {
+    // An upper bound on the members the zip reader would decode (a stray signature in the data
+    // only makes it larger): a directory of millions of empty members, a few hundred bytes of
+    // memory each, is refused before the reader sees it.
+    let max = max_members(limits);
+    let members = memchr::memmem::find_iter(data, CENTRAL_HEADER)
+        .take(max + 1)
+        .count();
+    if members > max {
+        return Err(SnapshotError::TooLarge {
+            what: "zip member count (central directory headers)".into(),
+            actual: members as u64,
+            limit: max as u64,
+        });
+    }
     let mut archive = ZipArchive::new(Cursor::new(data))
         .map_err(|e| SnapshotError::Header(format!("not a readable zip archive: {e}")))?;
     bodies.reserve(declared_array_bytes(&archive, limits)?);
@@ -683,6 +707,27 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    #[test]
+    fn an_archive_with_more_members_than_a_snapshot_may_have_is_refused_before_its_directory_is_read() {
+        let limits = Limits {
+            max_tensors: 2,
+            ..Limits::default()
+        };
+        let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
+        for i in 0..=max_members(&limits) {
+            zip.add_directory(format!("d{i}/"), SimpleFileOptions::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let file = zip.finish().unwrap_or_else(|e| panic!("{e}")).into_inner();
+        let expected = SnapshotError::TooLarge {
+            what: "zip member count (central directory headers)".into(),
+            actual: 7,
+            limit: 6,
+        };
+        assert_eq!(summarize(&file, &limits).err(), Some(expected.clone()));
+        assert_eq!(read(&file, &limits).err(), Some(expected));
     }
 
     #[test]
