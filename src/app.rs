@@ -68,12 +68,14 @@ impl App {
             "snapshot storage"
         );
         let (writer, writer_task) = Writer::spawn(store.clone(), config.write_batch);
-        let worker = config.embedded_worker.then(|| {
-            let options = WorkerOptions::from_config(&config);
-            EmbeddedWorker::spawn(Worker::new(store.clone(), snapshots.clone(), options))
+        let mut state = AppState::new(rules, store.clone(), writer, config);
+        state.snapshots = snapshots.clone();
+        // The worker shares the uploads' snapshot memory budget.
+        let worker = state.config.embedded_worker.then(|| {
+            let options = WorkerOptions::from_config(&state.config);
+            let worker = Worker::new(store, snapshots, options).with_budget(state.snapshot_memory.clone());
+            EmbeddedWorker::spawn(worker)
         });
-        let mut state = AppState::new(rules, store, writer, config);
-        state.snapshots = snapshots;
         Ok(Self {
             state,
             writer_task,

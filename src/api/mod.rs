@@ -56,6 +56,8 @@ pub struct AppState {
     pub tokens: Arc<auth::TokenCache>,
     /// Where tensor snapshots are written (none until the app opens it).
     pub snapshots: crate::objects::SnapshotStore,
+    /// Memory shared by the snapshot uploads in flight and the embedded replay worker.
+    pub snapshot_memory: crate::replay::budget::MemoryBudget,
 }
 
 impl AppState {
@@ -69,6 +71,9 @@ impl AppState {
                 config.rate_limit_per_minute,
                 config.rate_limit_burst,
             )),
+            snapshot_memory: crate::replay::budget::MemoryBudget::new(
+                config.snapshot_memory_budget_bytes as u64,
+            ),
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             tokens: Arc::new(auth::TokenCache::default()),
