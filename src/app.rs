@@ -68,14 +68,16 @@ impl App {
             "snapshot storage"
         );
         let (writer, writer_task) = Writer::spawn(store.clone(), config.write_batch);
-        let worker = config.embedded_worker.then(|| {
-            let options = WorkerOptions::from_config(&config);
-            EmbeddedWorker::spawn(Worker::new(store.clone(), snapshots.clone(), options))
-        });
         let csrf_key = store.server_secret("csrf").await?;
-        let mut state = AppState::new(rules, store, writer, config);
-        state.snapshots = snapshots;
+        let mut state = AppState::new(rules, store.clone(), writer, config);
+        state.snapshots = snapshots.clone();
         state.csrf_key = CsrfKey::from_hex(&csrf_key).context("the stored CSRF key is not 64 hex digits")?;
+        // The worker shares the uploads' snapshot memory budget.
+        let worker = state.config.embedded_worker.then(|| {
+            let options = WorkerOptions::from_config(&state.config);
+            let worker = Worker::new(store, snapshots, options).with_budget(state.snapshot_memory.clone());
+            EmbeddedWorker::spawn(worker)
+        });
         Ok(Self {
             state,
             writer_task,

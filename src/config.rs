@@ -64,6 +64,13 @@ pub struct Config {
     pub snapshot_retention_days: u32,
     /// Largest snapshot upload accepted, in bytes (this route only).
     pub snapshot_max_bytes: usize,
+    /// Most bytes an uploaded `.npz`'s members may inflate to, all together (uploads and the jobs
+    /// of this server's workers; `faultline replay` and `faultline analyze` offline allow 2 GiB).
+    pub snapshot_max_inflated_bytes: usize,
+    /// Memory shared by the snapshot uploads in flight (the bytes each buffers) and the embedded
+    /// worker (the file and inflated tensors of its job): an upload that finds it spent is answered
+    /// 503 with `Retry-After`, the worker waits for its share.
+    pub snapshot_memory_budget_bytes: usize,
     /// `faultline serve` runs a replay worker in the process.
     pub embedded_worker: bool,
     /// Where the embedded worker runs checks: `auto` (the GPU when one opens), `cpu` or `gpu`.
@@ -98,6 +105,8 @@ impl Default for Config {
             snapshot_summary_only: false,
             snapshot_retention_days: 30,
             snapshot_max_bytes: 512 << 20,
+            snapshot_max_inflated_bytes: 256 << 20,
+            snapshot_memory_budget_bytes: 1 << 30,
             embedded_worker: true,
             replay_backend: crate::replay::BackendChoice::Auto,
             replay_lease_secs: 60,
@@ -129,6 +138,8 @@ impl std::fmt::Debug for Config {
             .field("snapshot_summary_only", &self.snapshot_summary_only)
             .field("snapshot_retention_days", &self.snapshot_retention_days)
             .field("snapshot_max_bytes", &self.snapshot_max_bytes)
+            .field("snapshot_max_inflated_bytes", &self.snapshot_max_inflated_bytes)
+            .field("snapshot_memory_budget_bytes", &self.snapshot_memory_budget_bytes)
             .field("embedded_worker", &self.embedded_worker)
             .field("replay_backend", &self.replay_backend)
             .field("replay_lease_secs", &self.replay_lease_secs)
@@ -283,6 +294,12 @@ impl Config {
         }
         if let Some(v) = get("FAULTLINE_SNAPSHOT_MAX_BYTES") {
             self.snapshot_max_bytes = parse("FAULTLINE_SNAPSHOT_MAX_BYTES", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_SNAPSHOT_MAX_INFLATED_BYTES") {
+            self.snapshot_max_inflated_bytes = parse("FAULTLINE_SNAPSHOT_MAX_INFLATED_BYTES", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_SNAPSHOT_MEMORY_BUDGET_BYTES") {
+            self.snapshot_memory_budget_bytes = parse("FAULTLINE_SNAPSHOT_MEMORY_BUDGET_BYTES", v)?;
         }
         if let Some(v) = get("FAULTLINE_EMBEDDED_WORKER") {
             self.embedded_worker = parse("FAULTLINE_EMBEDDED_WORKER", v)?;

@@ -6,6 +6,10 @@
 //! another worker leases the job again. A failed attempt is retried until the job's attempts are
 //! spent. `faultline serve` runs one worker in the process ([`Worker::run`]); `faultline worker`
 //! runs one on its own. This module never speaks HTTP.
+//!
+//! Memory: a job's snapshot is inflated once, when the job runs; in the server's process the
+//! worker first waits for that much of the snapshot memory budget it shares with the uploads
+//! ([`Worker::with_budget`]: the file and its inflated tensors, from the snapshot's summary).
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -17,6 +21,7 @@ use crate::kb::replay::{Job, JobState};
 use crate::kb::{Store, StoreError, now_ms};
 use crate::model::{Diagnosis, EvidenceTier};
 use crate::objects::{ObjectError, SnapshotStore};
+use crate::replay::budget::MemoryBudget;
 use crate::replay::{Backend, BackendChoice, CheckResult, Limits, Snapshot, open_backend, replay_diagnosis};
 
 const DAY_MS: i64 = 86_400_000;
@@ -38,7 +43,7 @@ pub struct WorkerOptions {
     pub summary_only: bool,
     /// Delete snapshot files older than this many days (0: never).
     pub retention_days: u32,
-    /// Bounds on the snapshots read.
+    /// Bounds on the snapshots read (the server's: those its uploads were validated under).
     pub limits: Limits,
 }
 
@@ -52,10 +57,7 @@ impl WorkerOptions {
             poll: Duration::from_secs(1),
             summary_only: config.snapshot_summary_only,
             retention_days: config.snapshot_retention_days,
-            limits: Limits {
-                max_bytes: config.snapshot_max_bytes as u64,
-                ..Limits::default()
-            },
+            limits: Limits::server(config),
         }
     }
 }
@@ -108,6 +110,7 @@ pub struct Worker {
     objects: SnapshotStore,
     options: WorkerOptions,
     backend: Arc<OnceLock<SharedBackend>>,
+    budget: Option<MemoryBudget>,
 }
 
 impl Worker {
@@ -118,7 +121,15 @@ impl Worker {
             objects,
             options,
             backend: Arc::default(),
+            budget: None,
         }
+    }
+
+    /// The worker waits for its share of `budget` (the memory of the job's snapshot, loaded)
+    /// before it reads a job's file: the server's budget, shared with its uploads.
+    pub fn with_budget(mut self, budget: MemoryBudget) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     /// Its options.
@@ -245,6 +256,15 @@ impl Worker {
                 record.id
             ));
         }
+        // Moved into the replay task below: given back when the snapshot is dropped, even when
+        // this future is dropped first (shutdown, lease lost).
+        let memory = match &self.budget {
+            Some(budget) => {
+                let file_bytes = u64::try_from(record.bytes).unwrap_or(0);
+                Some(budget.reserve(record.summary.load_bytes(file_bytes)).await)
+            }
+            None => None,
+        };
         let data = self.objects.get(&record.object_key).await.map_err(|e| match e {
             ObjectError::NotFound(_) => format!(
                 "the file of snapshot {} is missing from {}",
@@ -265,6 +285,7 @@ impl Worker {
         let (limits, choice, backend) = (self.options.limits, self.options.backend, self.backend.clone());
         let sha256 = record.sha256.clone();
         tokio::task::spawn_blocking(move || {
+            let _memory = memory;
             test_hook_delay();
             if sha256_hex(&data) != sha256 {
                 return Err(format!(

@@ -623,8 +623,14 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
     let missing = s.call("POST", &path, Some(&content_type), &body, true);
     assert_eq!(missing.status, 422, "{}", missing.body);
 
-    // The incident page shows the verdicts and the form.
-    let page = s.get(&format!("/incidents/{incident}")).body;
+    // The incident page shows the verdicts, and the form to whom may send it (signed in here).
+    let signed_in = |path: &str| {
+        let session = [("cookie", format!("fl_session={}", s.token))];
+        server::request(&s.url(path), "GET", &session, b"")
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .body
+    };
+    let page = signed_in(&format!("/incidents/{incident}"));
     assert!(
         page.contains(&format!("action=\"/incidents/{incident}/snapshots\"")),
         "the page has the snapshot form"
@@ -652,7 +658,7 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
         (job["state"].clone(), job["results"].clone()),
         (serde_json::json!("done"), serde_json::json!([]))
     );
-    let page = s.get(&format!("/incidents/{oom_incident}")).body;
+    let page = signed_in(&format!("/incidents/{oom_incident}"));
     assert!(
         !page.contains(&format!("action=\"/incidents/{oom_incident}/snapshots\""))
             && page.contains("so a snapshot would not be checked"),

@@ -3,7 +3,7 @@
 
 use std::io::{Cursor, Write};
 
-use faultline::replay::snapshot::Format;
+use faultline::replay::snapshot::{Format, SnapshotSummary};
 use faultline::replay::{DType, Limits, Snapshot, SnapshotError};
 use proptest::prelude::*;
 use safetensors::tensor::{Dtype, TensorView};
@@ -12,6 +12,19 @@ use zip::{CompressionMethod, ZipWriter};
 
 fn read(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
     Snapshot::from_bytes(bytes.to_vec(), &Limits::default())
+}
+
+/// What the upload path keeps of a file (nothing materialized), next to what reading it gives.
+fn summarized_and_read(
+    bytes: &[u8],
+) -> (
+    Result<SnapshotSummary, SnapshotError>,
+    Result<SnapshotSummary, SnapshotError>,
+) {
+    (
+        Snapshot::summarize(bytes, &Limits::default()),
+        read(bytes).map(|s| s.summary()),
+    )
 }
 
 fn ok(bytes: &[u8]) -> Snapshot {
@@ -417,14 +430,18 @@ fn an_npz_that_inflates_past_the_size_limit_is_refused_before_inflating() {
     );
     assert!(file.len() < 1 << 20, "the bomb is {} bytes", file.len());
     let limits = Limits {
-        max_bytes: 16 << 20,
+        max_inflated: 16 << 20,
         ..Limits::default()
     };
     let message = match Snapshot::from_bytes(file, &limits) {
         Ok(_) => panic!("the bomb was inflated"),
         Err(e) => e.to_string(),
     };
-    assert!(message.contains("inflated npz"), "{message}");
+    assert!(
+        message.contains("zip member x.npy inflates the .npz to")
+            && message.contains("over the limit of 16777216 inflated bytes"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -465,7 +482,8 @@ proptest! {
 
     #[test]
     fn any_bytes_are_read_or_refused_never_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = read(&bytes);
+        let (summarized, read) = summarized_and_read(&bytes);
+        prop_assert_eq!(summarized, read);
     }
 
     #[test]
@@ -479,7 +497,10 @@ proptest! {
             file[i] = byte;
         }
         let keep = cut.index(file.len() + 1);
-        let _ = read(&file[..keep]);
+        let (summarized, read_cut) = summarized_and_read(&file[..keep]);
+        prop_assert_eq!(summarized, read_cut);
+        let (summarized, read_whole) = summarized_and_read(&file);
+        prop_assert_eq!(summarized, read_whole);
         if let Ok(snapshot) = read(&file) {
             for t in snapshot.tensors() {
                 prop_assert_eq!(t.bytes.len() as u64, t.elements() * t.dtype.size() as u64);
@@ -496,10 +517,34 @@ proptest! {
             let i = at.index(file.len());
             file[i] = byte;
         }
+        let (summarized, read_whole) = summarized_and_read(&file);
+        prop_assert_eq!(summarized, read_whole);
         if let Ok(snapshot) = read(&file) {
             for t in snapshot.tensors() {
                 prop_assert_eq!(t.bytes.len() as u64, t.elements() * t.dtype.size() as u64);
             }
         }
+    }
+}
+
+#[test]
+fn a_summary_made_without_reading_the_tensors_is_the_one_reading_them_gives() {
+    let big: Vec<u8> = [1i32, -2, 3].iter().flat_map(|v| v.to_be_bytes()).collect();
+    let fortran: Vec<u8> = [0i16, 3, 1, 4, 2, 5]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mixed = npz(
+        &[
+            ("big.npy", npy(">i4", false, &[3], &big)),
+            ("f.npy", npy("<i2", true, &[2, 3], &fortran)),
+            ("params.json", br#"{"num_classes": 2}"#.to_vec()),
+        ],
+        CompressionMethod::Deflated,
+    );
+    for file in [valid_safetensors(), valid_npz(), mixed] {
+        let (summarized, read) = summarized_and_read(&file);
+        assert!(read.is_ok(), "{read:?}");
+        assert_eq!(summarized, read);
     }
 }

@@ -46,6 +46,14 @@ pub enum ApiError {
         /// Seconds until a request is allowed again.
         retry_after_secs: u64,
     },
+    /// 503 with Retry-After: a budget the request needs (snapshot memory) is spent for now.
+    #[error("{detail}")]
+    Busy {
+        /// Seconds after which a retry may find room.
+        retry_after_secs: u64,
+        /// What is busy.
+        detail: String,
+    },
     /// 503: the database or the writer is unavailable, or the request timed out.
     #[error("{0}")]
     Unavailable(String),
@@ -73,8 +81,21 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             Self::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Self::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl ApiError {
+    /// Seconds the client is told to wait (`Retry-After`), for the errors that pass.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited { retry_after_secs } | Self::Busy { retry_after_secs, .. } => {
+                Some(*retry_after_secs)
+            }
+            _ => None,
         }
     }
 }
@@ -97,10 +118,10 @@ impl IntoResponse for ApiError {
             }
         };
         let mut response = (status, Json(Body { error: code, detail })).into_response();
-        if let Self::RateLimited { retry_after_secs } = self
-            && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string())
-        {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
+        if let Some(seconds) = self.retry_after_secs() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

@@ -65,6 +65,8 @@ pub struct AppState {
     pub csrf_key: crate::web::session::CsrfKey,
     /// Where tensor snapshots are written (none until the app opens it).
     pub snapshots: crate::objects::SnapshotStore,
+    /// Memory shared by the snapshot uploads in flight and the embedded replay worker.
+    pub snapshot_memory: crate::replay::budget::MemoryBudget,
 }
 
 impl AppState {
@@ -82,6 +84,9 @@ impl AppState {
             policy: config.policy(),
             backtests: Arc::new(tokio::sync::Semaphore::new(1)),
             csrf_key: crate::web::session::CsrfKey::random(),
+            snapshot_memory: crate::replay::budget::MemoryBudget::new(
+                config.snapshot_memory_budget_bytes as u64,
+            ),
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             tokens: Arc::new(auth::TokenCache::default()),

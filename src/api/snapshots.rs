@@ -4,13 +4,22 @@
 //!
 //! A snapshot is validated before anything is stored, then written to the object store, then
 //! recorded with its job in one transaction; only then is it acknowledged (202).
+//!
+//! Memory: before its body is read, an upload reserves the bytes it will buffer (its
+//! `Content-Length`) in the server's snapshot memory budget, and is answered 503 with
+//! `Retry-After` when too little is left ([`reserve_upload`]). The body is gathered once, into a
+//! buffer of that size; validation streams an `.npz`'s members through the inflater into a
+//! counter ([`Snapshot::summarize`]), so it holds no tensor whatever they inflate to. The file
+//! stored is the upload as sent: the worker that runs its job inflates it, once.
 
 use std::collections::BTreeMap;
+use std::pin::Pin;
 
 use axum::Json;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::multipart::{Field, MultipartError};
 use axum::extract::{FromRequest, Multipart, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use serde::{Deserialize, Serialize};
 
 use super::extract::{PathParams, QueryParams};
@@ -18,6 +27,7 @@ use super::{ApiError, ApiResult, AppState};
 use crate::kb::codec::sha256_hex;
 use crate::kb::replay::{Job, NewSnapshot, SnapshotRecord};
 use crate::objects::{ObjectError, new_key};
+use crate::replay::budget::Reservation;
 use crate::replay::snapshot::SnapshotSummary;
 use crate::replay::{Limits, Snapshot};
 
@@ -55,26 +65,92 @@ pub(super) async fn upload(
     request: Request,
 ) -> ApiResult<(StatusCode, Json<Accepted>)> {
     state.store.require_incident(incident_id).await?;
+    // Held until the upload is stored or refused.
+    let _memory = reserve_upload(&state, request.headers())?;
     let upload = read_upload(&state, query, request).await?;
     let accepted = store_snapshot(&state, incident_id, upload.data, upload.params).await?;
     Ok((StatusCode::ACCEPTED, Json(accepted)))
 }
 
-/// Validates a snapshot, writes its file, records it with a queued job: what was accepted.
-/// Shared by the API and the page form.
+/// Seconds a client is told to wait when the snapshot memory budget is spent.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// Reserves, before its body is read, the memory an upload will buffer: its `Content-Length`, or
+/// the route's limit when it sends none. (A body said to be over the limit needs nothing: it is
+/// refused unread.) [`ApiError::Busy`] when the budget has not that much left: nothing is queued.
+pub fn reserve_upload(state: &AppState, headers: &HeaderMap) -> ApiResult<Reservation> {
+    let limit = state.config.snapshot_max_bytes as u64;
+    let bytes = match content_length(headers) {
+        Some(n) if n > limit => 0,
+        Some(n) => n,
+        None => limit,
+    };
+    state
+        .snapshot_memory
+        .try_reserve(bytes)
+        .ok_or_else(|| ApiError::Busy {
+            retry_after_secs: RETRY_AFTER_SECS,
+            detail: format!(
+                "the server is busy with other snapshots; send this one again in {RETRY_AFTER_SECS} s"
+            ),
+        })
+}
+
+/// The room to gather an upload's snapshot into: its `Content-Length` within the route's limit
+/// (0 when it sends none: the buffer then grows as the body comes).
+pub fn upload_capacity(state: &AppState, headers: &HeaderMap) -> usize {
+    content_length(headers).map_or(0, |n| n.min(state.config.snapshot_max_bytes as u64) as usize)
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A multipart field whole, chunk by chunk into one buffer of `capacity` bytes (see
+/// [`upload_capacity`]): no regrowth, no second copy.
+pub async fn field_bytes(field: &mut Field<'_>, capacity: usize) -> Result<Bytes, MultipartError> {
+    let mut data = Vec::with_capacity(capacity);
+    while let Some(chunk) = field.chunk().await? {
+        data.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(data))
+}
+
+/// A raw body whole, chunk by chunk into one buffer of `capacity` bytes; over `limit`: 413.
+async fn body_bytes(mut body: Body, capacity: usize, limit: usize) -> ApiResult<Bytes> {
+    let mut data = Vec::with_capacity(capacity);
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|e| ApiError::BadRequest(format!("the body could not be read: {e}")))?;
+        let Ok(chunk) = frame.into_data() else {
+            continue;
+        };
+        if data.len() + chunk.len() > limit {
+            return Err(ApiError::TooLarge { limit });
+        }
+        data.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(data))
+}
+
+/// Validates a snapshot (without holding its tensors: [`Snapshot::summarize`]), writes its file as
+/// sent, records it with a queued job: what was accepted. Shared by the API and the page form,
+/// which have reserved its bytes ([`reserve_upload`]).
 pub async fn store_snapshot(
     state: &AppState,
     incident_id: i64,
     data: Bytes,
     params: serde_json::Value,
 ) -> ApiResult<Accepted> {
-    let limits = Limits {
-        max_bytes: state.config.snapshot_max_bytes as u64,
-        ..Limits::default()
-    };
+    let limits = Limits::server(&state.config);
     let checked = data.clone();
     let params_json = params.to_string();
-    let (summary, sha256) = tokio::task::spawn_blocking(move || validate(checked, &params_json, &limits))
+    let (summary, sha256) = tokio::task::spawn_blocking(move || validate(&checked, &params_json, &limits))
         .await
         .map_err(|e| ApiError::Internal(format!("snapshot validation task failed: {e}")))??;
     let bytes = data.len() as i64;
@@ -120,18 +196,18 @@ pub async fn store_snapshot(
     })
 }
 
-/// Reads and validates the snapshot (CPU work): its summary and SHA-256.
-fn validate(data: Bytes, params: &str, limits: &Limits) -> ApiResult<(SnapshotSummary, String)> {
+/// Validates the snapshot (CPU work; memory: one `.npy` header at a time): its summary and SHA-256.
+fn validate(data: &[u8], params: &str, limits: &Limits) -> ApiResult<(SnapshotSummary, String)> {
     if data.is_empty() {
         return Err(ApiError::Unprocessable("the snapshot is empty".into()));
     }
     let invalid = |e: crate::replay::SnapshotError| ApiError::Unprocessable(format!("invalid snapshot: {e}"));
-    let sha256 = sha256_hex(&data);
-    let mut snapshot = Snapshot::from_bytes(data.into(), limits).map_err(invalid)?;
+    let sha256 = sha256_hex(data);
+    let mut summary = Snapshot::summarize(data, limits).map_err(invalid)?;
     if params != "{}" {
-        snapshot = snapshot.with_params(params.as_bytes(), limits).map_err(invalid)?;
+        summary = summary.with_params(params.as_bytes(), limits).map_err(invalid)?;
     }
-    Ok((snapshot.summary(), sha256))
+    Ok((summary, sha256))
 }
 
 async fn read_upload(
@@ -147,6 +223,7 @@ async fn read_upload(
             ApiError::BadRequest(text)
         }
     };
+    let capacity = upload_capacity(state, request.headers());
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -154,9 +231,10 @@ async fn read_upload(
         .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
     match content_type.as_deref() {
         None | Some("application/octet-stream") => {
-            let data = Bytes::from_request(request, state)
-                .await
-                .map_err(|e| too_large(e.status(), e.body_text()))?;
+            if content_length(request.headers()).is_some_and(|n| n > limit as u64) {
+                return Err(ApiError::TooLarge { limit });
+            }
+            let data = body_bytes(request.into_body(), capacity, limit).await?;
             Ok(Upload {
                 data,
                 params: params_from_query(query),
@@ -167,16 +245,18 @@ async fn read_upload(
                 .await
                 .map_err(|e| too_large(e.status(), e.body_text()))?;
             let (mut data, mut params) = (None, None);
-            while let Some(field) = form
+            while let Some(mut field) = form
                 .next_field()
                 .await
                 .map_err(|e| too_large(e.status(), e.body_text()))?
             {
                 let name = field.name().unwrap_or_default().to_owned();
-                let bytes = field
-                    .bytes()
-                    .await
-                    .map_err(|e| too_large(e.status(), e.body_text()))?;
+                let bytes = if name == "snapshot" {
+                    field_bytes(&mut field, capacity).await
+                } else {
+                    field.bytes().await
+                }
+                .map_err(|e| too_large(e.status(), e.body_text()))?;
                 match name.as_str() {
                     "snapshot" => data = Some(bytes),
                     "params" if !bytes.iter().all(u8::is_ascii_whitespace) => {

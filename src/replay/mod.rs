@@ -7,6 +7,7 @@
 //! [`CheckResult`]: confirmed, refuted or inconclusive, with counts, min / max and the first
 //! offending positions and values.
 
+pub mod budget;
 pub mod check;
 pub mod cpu;
 pub mod gpu;

@@ -2,7 +2,8 @@
 //! tensor's dtype, shape and byte range, then the bytes.
 //!
 //! Every field is checked against the file and [`Limits`] before a check runs; the tensor bytes
-//! are never copied (the snapshot keeps the file and each tensor's range in it).
+//! are never copied (the snapshot keeps the file and each tensor's range in it, and a summary
+//! reads the header where the file is).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,15 +13,31 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 use super::params::flatten;
-use super::snapshot::{DType, Format, Limits, Snapshot, SnapshotError, TensorInfo, element_count};
+use super::snapshot::{
+    DType, Format, Limits, Snapshot, SnapshotError, SnapshotSummary, TensorInfo, element_count,
+};
 
 /// Whether `data` starts like a safetensors file (a header length, then a JSON object).
 pub fn looks_like(data: &[u8]) -> bool {
     data.len() > 8 && data[8] == b'{'
 }
 
-/// Reads and validates a safetensors file.
+/// Reads and validates a safetensors file; the snapshot keeps `data` as it is.
 pub fn read(data: Vec<u8>, limits: &Limits) -> Result<Snapshot, SnapshotError> {
+    let (tensors, params) = parse(&data, limits)?;
+    Ok(Snapshot::from_parts(Format::Safetensors, data, tensors, params))
+}
+
+/// Validates a safetensors file: what it holds.
+pub fn summarize(data: &[u8], limits: &Limits) -> Result<SnapshotSummary, SnapshotError> {
+    let (tensors, params) = parse(data, limits)?;
+    Ok(SnapshotSummary::of(Format::Safetensors, &tensors, params))
+}
+
+type Parts = (Vec<TensorInfo>, BTreeMap<String, String>);
+
+/// The tensors (each with its range in `data`, sorted by it) and the metadata of a file.
+fn parse(data: &[u8], limits: &Limits) -> Result<Parts, SnapshotError> {
     let Some(len_bytes) = data.first_chunk::<8>() else {
         return Err(SnapshotError::Header(
             "shorter than the 8-byte header length".into(),
@@ -85,7 +102,7 @@ pub fn read(data: Vec<u8>, limits: &Limits) -> Result<Snapshot, SnapshotError> {
         }
         previous = Some(t);
     }
-    Ok(Snapshot::from_parts(Format::Safetensors, data, tensors, params))
+    Ok((tensors, params))
 }
 
 /// One tensor's header entry.

@@ -2,7 +2,8 @@
 //!
 //! Read from safetensors (parameters in `__metadata__`) or NumPy `.npz`; a JSON part of an upload
 //! adds parameters ([`Snapshot::with_params`]). Everything is validated before a check runs (see
-//! [`Limits`]); tensor names are labels only, never paths.
+//! [`Limits`]); tensor names are labels only, never paths. [`Snapshot::summarize`] validates a
+//! file the same way without holding its tensors (what an upload needs).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -95,10 +96,16 @@ impl DType {
 }
 
 /// Bounds on what a snapshot may hold, checked before anything is read past the header.
+///
+/// [`Limits::default`] is the offline bound (the command line reads files its user chose);
+/// [`Limits::server`] is the smaller one of uploads and of the jobs of the server's workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest file accepted.
     pub max_bytes: u64,
+    /// Most bytes an `.npz`'s members may inflate to, all together (checked on their declared
+    /// sizes before anything is inflated; a member that inflates past its declared size is cut).
+    pub max_inflated: u64,
     /// Largest safetensors JSON header (and npy header, and JSON parameter part).
     pub max_header: usize,
     /// Most tensors in one snapshot.
@@ -111,9 +118,22 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_bytes: 2 << 30,
+            max_inflated: 2 << 30,
             max_header: 1 << 20,
             max_tensors: 1024,
             max_elements: 1 << 31,
+        }
+    }
+}
+
+impl Limits {
+    /// The bounds of the server (its uploads and the jobs of its workers): its upload size and its
+    /// inflated size (`snapshot_max_bytes`, `snapshot_max_inflated_bytes`), the rest as offline.
+    pub fn server(config: &crate::config::Config) -> Self {
+        Limits {
+            max_bytes: config.snapshot_max_bytes as u64,
+            max_inflated: config.snapshot_max_inflated_bytes as u64,
+            ..Limits::default()
         }
     }
 }
@@ -134,6 +154,19 @@ pub enum SnapshotError {
     /// Neither safetensors nor npz.
     #[error("not a safetensors or .npz file: {0}")]
     UnknownFormat(String),
+    /// The members of an `.npz` declare more inflated bytes than [`Limits::max_inflated`].
+    #[error(
+        "zip member {member} inflates the .npz to {inflated} bytes, over the limit of {limit} \
+         inflated bytes"
+    )]
+    Inflated {
+        /// The member that crosses the limit (with the members before it).
+        member: String,
+        /// The declared inflated size of the members up to and including it.
+        inflated: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A size limit was exceeded.
     #[error("{what} is {actual}, over the limit of {limit}")]
     TooLarge {
@@ -230,6 +263,60 @@ pub struct TensorSummary {
     pub shape: Vec<u64>,
 }
 
+impl SnapshotSummary {
+    /// What a reader's `tensors` (in file order) and `params` amount to.
+    pub(super) fn of(format: Format, tensors: &[TensorInfo], params: BTreeMap<String, String>) -> Self {
+        SnapshotSummary {
+            format,
+            data_bytes: tensors.iter().map(|t| t.range.len() as u64).sum(),
+            tensors: tensors
+                .iter()
+                .map(|t| TensorSummary {
+                    name: t.name.clone(),
+                    dtype: t.dtype,
+                    shape: t.shape.clone(),
+                })
+                .collect(),
+            params,
+        }
+    }
+
+    /// Adds the parameters of a JSON object, as [`Snapshot::with_params`] does.
+    pub fn with_params(mut self, json: &[u8], limits: &Limits) -> Result<Self, SnapshotError> {
+        self.params.extend(super::params::parse_params(json, limits)?);
+        Ok(self)
+    }
+
+    /// The most memory [`Snapshot::from_bytes`] holds for this snapshot, read from its file of
+    /// `file_bytes`: the file, and for an `.npz` its inflated tensors plus room to rewrite the
+    /// largest one that may be in Fortran order (more than one dimension over 1) in C order.
+    pub fn load_bytes(&self, file_bytes: u64) -> u64 {
+        if self.format != Format::Npz {
+            return file_bytes;
+        }
+        let reordered = self
+            .tensors
+            .iter()
+            .filter(|t| may_need_reordering(&t.shape))
+            .map(|t| {
+                t.shape
+                    .iter()
+                    .fold(t.dtype.size() as u64, |n, &d| n.saturating_mul(d))
+            })
+            .max()
+            .unwrap_or(0);
+        file_bytes
+            .saturating_add(self.data_bytes)
+            .saturating_add(reordered)
+    }
+}
+
+/// Whether an array of `shape` is laid out differently in Fortran and C order: only when more than
+/// one of its dimensions is over 1.
+pub(super) fn may_need_reordering(shape: &[u64]) -> bool {
+    shape.iter().filter(|&&d| d > 1).count() > 1
+}
+
 /// A validated snapshot.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -274,7 +361,28 @@ pub const ROLE_NAMES: &[(&str, &[&str])] = &[
 
 impl Snapshot {
     /// Reads and validates a safetensors or `.npz` file (told apart by their first bytes).
+    ///
+    /// A safetensors snapshot keeps `data` as it is; an `.npz` snapshot inflates its arrays once,
+    /// into one buffer sized from the members' declared sizes.
     pub fn from_bytes(data: Vec<u8>, limits: &Limits) -> Result<Self, SnapshotError> {
+        match Self::format_of(&data, limits)? {
+            Format::Npz => super::npz::read(&data, limits),
+            Format::Safetensors => super::safetensors::read(data, limits),
+        }
+    }
+
+    /// What a file holds, validated as [`Snapshot::from_bytes`] validates it, without its tensors
+    /// in memory: an `.npz`'s members are inflated into a counter (memory: one `.npy` header at a
+    /// time, whatever they inflate to), a safetensors file is read where it is.
+    pub fn summarize(data: &[u8], limits: &Limits) -> Result<SnapshotSummary, SnapshotError> {
+        match Self::format_of(data, limits)? {
+            Format::Npz => super::npz::summarize(data, limits),
+            Format::Safetensors => super::safetensors::summarize(data, limits),
+        }
+    }
+
+    /// The format of a file within the size limit, told by its first bytes.
+    fn format_of(data: &[u8], limits: &Limits) -> Result<Format, SnapshotError> {
         if data.len() as u64 > limits.max_bytes {
             return Err(SnapshotError::TooLarge {
                 what: "snapshot file".into(),
@@ -282,14 +390,14 @@ impl Snapshot {
                 limit: limits.max_bytes,
             });
         }
-        if super::npz::looks_like(&data) {
-            super::npz::read(&data, limits)
-        } else if super::npz::is_npy(&data) {
+        if super::npz::looks_like(data) {
+            Ok(Format::Npz)
+        } else if super::npz::is_npy(data) {
             Err(SnapshotError::UnknownFormat(
                 "a bare .npy array has no tensor name; save it with np.savez(path, labels=array)".into(),
             ))
-        } else if super::safetensors::looks_like(&data) {
-            super::safetensors::read(data, limits)
+        } else if super::safetensors::looks_like(data) {
+            Ok(Format::Safetensors)
         } else {
             Err(SnapshotError::UnknownFormat(format!(
                 "{} bytes starting {:02x?}; save tensors with safetensors (save_file) or np.savez",
@@ -408,20 +516,7 @@ impl Snapshot {
 
     /// What it holds, without the tensor bytes.
     pub fn summary(&self) -> SnapshotSummary {
-        SnapshotSummary {
-            format: self.format,
-            data_bytes: self.data_bytes(),
-            tensors: self
-                .tensors
-                .iter()
-                .map(|t| TensorSummary {
-                    name: t.name.clone(),
-                    dtype: t.dtype,
-                    shape: t.shape.clone(),
-                })
-                .collect(),
-            params: self.params.clone(),
-        }
+        SnapshotSummary::of(self.format, &self.tensors, self.params.clone())
     }
 
     fn view<'a>(&'a self, t: &'a TensorInfo) -> TensorRef<'a> {

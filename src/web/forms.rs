@@ -3,7 +3,7 @@
 
 use axum::Form;
 use axum::extract::{Extension, Multipart, Path, State};
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
@@ -84,6 +84,7 @@ pub(super) async fn analyze(
 pub(super) async fn snapshot(
     State(state): State<AppState>,
     Extension(browser): Extension<Csrf>,
+    headers: HeaderMap,
     Path(raw): Path<String>,
     mut form: Multipart,
 ) -> Result<Response, WebError> {
@@ -91,10 +92,19 @@ pub(super) async fn snapshot(
         .parse()
         .map_err(|_| WebError(ApiError::NotFound(format!("There is no incident {raw}."))))?;
     let limit = state.config.snapshot_max_bytes;
+    // Reserved before the form is read, held until the snapshot is stored or refused; none left:
+    // the error page with 503 and Retry-After.
+    let _memory = crate::api::snapshots::reserve_upload(&state, &headers)?;
+    let capacity = crate::api::snapshots::upload_capacity(&state, &headers);
     let (mut csrf, mut data, mut params) = (String::new(), None, None);
-    while let Some(field) = form.next_field().await.map_err(|e| multipart_error(e, limit))? {
+    while let Some(mut field) = form.next_field().await.map_err(|e| multipart_error(e, limit))? {
         let name = field.name().unwrap_or_default().to_owned();
-        let bytes = field.bytes().await.map_err(|e| multipart_error(e, limit))?;
+        let bytes = if name == "snapshot" {
+            crate::api::snapshots::field_bytes(&mut field, capacity).await
+        } else {
+            field.bytes().await
+        }
+        .map_err(|e| multipart_error(e, limit))?;
         match name.as_str() {
             "csrf" => csrf = String::from_utf8_lossy(&bytes).into_owned(),
             "snapshot" if !bytes.is_empty() => data = Some(bytes),

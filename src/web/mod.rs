@@ -232,10 +232,10 @@ impl IntoResponse for WebError {
         };
         let body = page.render().unwrap_or_else(|_| "error".to_owned());
         let mut response = (status, Html(body)).into_response();
-        if let ApiError::RateLimited { retry_after_secs } = self.0
-            && let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string())
-        {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
+        if let Some(seconds) = self.0.retry_after_secs() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }
