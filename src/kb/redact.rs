@@ -72,9 +72,9 @@ const SECRETS: &[Secret] = &[
         ),
         replacement: Replacement::AfterGroups,
     },
-    // Any length: `Bearer abc` is a credential too.
+    // Any length: `Bearer abc` is a credential too. URL-encoded, its `+/=` become `%2B%2F%3D`.
     Secret {
-        pattern: r"((?:[Bb]earer|BEARER)(?:[ \t]|%20)+)[A-Za-z0-9._~+/=-]+",
+        pattern: r"((?:[Bb]earer|BEARER)(?:[ \t]|%20)+)[A-Za-z0-9._~+/=%-]+",
         replacement: Replacement::AfterGroups,
     },
     Secret {
