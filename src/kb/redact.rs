@@ -16,7 +16,8 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use memchr::memmem;
-use regex::{Captures, Regex};
+use regex::Regex;
+use regex_automata::{Anchored, Input, meta};
 
 /// What replaces a secret.
 #[derive(Debug, Clone, Copy)]
@@ -45,9 +46,9 @@ macro_rules! assigned {
     };
 }
 
-/// Searched as one alternation, so that one scan finds all their literal prefixes. Where two
-/// matches overlap the one starting first wins (`api_key=hf_…` is an assignment), and where two
-/// start at the same place the one listed first.
+/// Searched together (one regex of many patterns), so that one scan finds all their literal
+/// prefixes. Where two matches overlap the one starting first wins (`api_key=hf_…` is an
+/// assignment), and where two start at the same place the one listed first.
 const SECRETS: &[Secret] = &[
     // Credentials after the scheme, which is kept: `Authorization: Basic …`, `… token …`.
     Secret {
@@ -138,42 +139,38 @@ const MAX_KEY_LINES: usize = 200;
 /// Without an END line, the lines after BEGIN that are key material: a run of base64 this long.
 const MIN_KEY_RUN: usize = 16;
 
+/// The patterns, compiled.
 struct Compiled {
+    /// Whether the text may hold a PEM key at all.
     private_key: memmem::Finder<'static>,
     /// A key on one line, its line ends written as `\n` (a service account's JSON).
     private_key_on_one_line: Regex,
-    /// [`SECRETS`] as one alternation, each in a group of its own.
-    secrets: Regex,
-    /// Per secret, its own group's index and the number of groups in it.
-    groups: Vec<(usize, usize)>,
+    /// [`SECRETS`] together: a match says which one it is, without the cost of captures.
+    secrets: meta::Regex,
+    /// Each of [`SECRETS`] alone, for the groups of the few matches that keep them.
+    each_secret: Vec<meta::Regex>,
+    /// [`SHAPED`], with their replacements.
     shaped: Vec<(Regex, &'static str)>,
 }
 
 /// Compiled once. A set of patterns (`RegexSet`) searched the log as slowly as its slowest member;
-/// an alternation whose members all start with literals is one fast scan for those literals.
+/// patterns that all start with literals, searched together, are one fast scan for those literals.
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
     let compile = |pattern: &str| Regex::new(pattern).expect("secret patterns compile");
-    let mut groups = Vec::with_capacity(SECRETS.len());
-    let mut next_group = 1;
-    for secret in SECRETS {
-        let inner = compile(secret.pattern).captures_len() - 1;
-        groups.push((next_group, inner));
-        next_group += 1 + inner;
-    }
-    let alternation = SECRETS
-        .iter()
-        .map(|secret| format!("({})", secret.pattern))
-        .collect::<Vec<_>>()
-        .join("|");
+    let patterns: Vec<&str> = SECRETS.iter().map(|secret| secret.pattern).collect();
+    #[allow(clippy::expect_used)]
+    let secrets = meta::Regex::new_many(&patterns).expect("secret patterns compile");
+    #[allow(clippy::expect_used)]
+    let alone = |pattern: &str| meta::Regex::new(pattern).expect("secret patterns compile");
     Compiled {
         private_key: memmem::Finder::new(PRIVATE_KEY.as_bytes()),
         private_key_on_one_line: compile(concat!(
             r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)",
             r#"(?:[^"'\r\n]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)|[^"'\r\n]+)"#
         )),
-        secrets: compile(&alternation),
-        groups,
+        secrets,
+        each_secret: patterns.into_iter().map(alone).collect(),
         shaped: SHAPED
             .iter()
             .map(|&(pattern, replacement)| (compile(pattern), replacement))
@@ -195,11 +192,9 @@ pub fn redact(text: &str) -> Cow<'_, str> {
             redacted = Cow::Owned(keys);
         }
     }
-    redacted = replaced(redacted, |text| {
-        compiled
-            .secrets
-            .replace_all(text, |found: &Captures| compiled.replacement(found))
-    });
+    if let Some(replaced) = compiled.without_secrets(&redacted) {
+        redacted = Cow::Owned(replaced);
+    }
     for (pattern, replacement) in &compiled.shaped {
         redacted = replaced(redacted, |text| pattern.replace_all(text, *replacement));
     }
@@ -207,26 +202,40 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 }
 
 impl Compiled {
-    /// What replaces a match of the [`SECRETS`] alternation.
-    fn replacement(&self, found: &Captures<'_>) -> String {
-        let matched = SECRETS
-            .iter()
-            .zip(&self.groups)
-            .find_map(|(secret, &(group, inner))| Some((secret, found.get(group)?, group, inner)));
-        let Some((secret, whole, group, inner)) = matched else {
-            return "<redacted>".to_owned();
-        };
-        match secret.replacement {
-            Replacement::Marker(marker) => marker.to_owned(),
-            Replacement::AfterGroups => {
-                let kept = (group + 1..=group + inner)
-                    .filter_map(|inner| found.get(inner))
-                    .map(|part| part.end() - whole.start())
-                    .max()
-                    .unwrap_or(0);
-                format!("{}<redacted>", &whole.as_str()[..kept])
+    /// The text with each match of [`SECRETS`] replaced; `None` when there is none.
+    fn without_secrets(&self, text: &str) -> Option<String> {
+        let mut found_any = false;
+        let mut out = String::new();
+        let mut copied = 0;
+        for found in self.secrets.find_iter(text) {
+            found_any = true;
+            out.push_str(&text[copied..found.start()]);
+            copied = found.end();
+            let index = found.pattern().as_usize();
+            match SECRETS.get(index).map(|secret| secret.replacement) {
+                Some(Replacement::Marker(marker)) => out.push_str(marker),
+                Some(Replacement::AfterGroups) | None => {
+                    // The same pattern alone matches there, its groups with it: searched anchored
+                    // to the match, so that only the engine that resolves groups runs.
+                    let span = Input::new(text).span(found.range()).anchored(Anchored::Yes);
+                    let kept = self.each_secret.get(index).and_then(|alone| {
+                        let mut groups = alone.create_captures();
+                        alone.search_captures(&span, &mut groups);
+                        (1..groups.group_len())
+                            .filter_map(|group| groups.get_group(group))
+                            .map(|group| group.end)
+                            .max()
+                    });
+                    out.push_str(&text[found.start()..kept.unwrap_or(found.start())]);
+                    out.push_str("<redacted>");
+                }
             }
         }
+        if !found_any {
+            return None;
+        }
+        out.push_str(&text[copied..]);
+        Some(out)
     }
 }
 
@@ -250,6 +259,9 @@ fn replaced<'a>(text: Cow<'a, str>, replace: impl for<'t> Fn(&'t str) -> Cow<'t,
 /// its line) replaced line by line, up to the END line; `None` when there is none. Without an END
 /// line within [`MAX_KEY_LINES`], the key's lines are those that end in a long run of base64.
 fn private_key_bodies(text: &str) -> Option<String> {
+    // The lines from the first key's on: the text before stays as it is.
+    let first = memmem::find(text.as_bytes(), PRIVATE_KEY.as_bytes())?;
+    let (before, text) = text.split_at(text[..first].rfind('\n').map_or(0, |at| at + 1));
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let mut out: Vec<Cow<'_, str>> = lines.iter().map(|line| Cow::Borrowed(*line)).collect();
     let mut at = 0;
@@ -287,7 +299,7 @@ fn private_key_bodies(text: &str) -> Option<String> {
     }
     out.iter()
         .any(|line| matches!(line, Cow::Owned(_)))
-        .then(|| out.concat())
+        .then(|| format!("{before}{}", out.concat()))
 }
 
 /// What may follow a key's base64 on its line.
@@ -316,6 +328,8 @@ fn without_key_material(line: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    use regex_automata::PatternID;
+
     use super::*;
 
     /// Redacts `log` and checks that none of `secrets` survived and the line count was kept.
@@ -555,10 +569,20 @@ RuntimeError: CUDA error: out of memory
     }
 
     #[test]
-    fn the_alternation_holds_every_secret_and_its_groups() {
-        let groups: usize = COMPILED.groups.iter().map(|(_, inner)| 1 + inner).sum();
-        assert_eq!(COMPILED.secrets.captures_len(), groups + 1);
-        assert_eq!(COMPILED.groups.len(), SECRETS.len());
+    fn every_secret_is_searched_together_and_alone() {
+        assert_eq!(COMPILED.secrets.pattern_len(), SECRETS.len());
+        assert_eq!(COMPILED.each_secret.len(), SECRETS.len());
+    }
+
+    #[test]
+    fn a_marker_secret_keeps_no_groups_and_an_after_groups_one_has_some() {
+        for (secret, alone) in SECRETS.iter().zip(&COMPILED.each_secret) {
+            let groups = alone.group_info().group_len(PatternID::ZERO) - 1;
+            match secret.replacement {
+                Replacement::Marker(_) => assert_eq!(groups, 0, "{}", secret.pattern),
+                Replacement::AfterGroups => assert!(groups > 0, "{}", secret.pattern),
+            }
+        }
     }
 
     #[test]
