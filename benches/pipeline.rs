@@ -1,8 +1,9 @@
 //! Throughput of the core on a long noisy CI log (100 MB by default, or `FAULTLINE_BENCH_MB` MB):
 //! parsing alone and the whole analysis with the embedded rule base; latency on a single ~4 KB
 //! CUDA traceback (and what storing it adds); a pass over the 1,889 real logs of the held-out corpus,
-//! one after another, as a service meets them; 4 MB of random bytes; redaction of non-ASCII text;
-//! compilation of the embedded rule base and of 1,000 rules.
+//! one after another, as a service meets them; 4 MB of random bytes; redaction of the traceback
+//! (with and without secrets) and of non-ASCII text; compilation of the embedded rule base and of
+//! 1,000 rules.
 //!
 //! `cargo bench --bench pipeline`; `FAULTLINE_BENCH_MB=10 cargo bench --bench pipeline` for a quick run.
 
@@ -111,10 +112,19 @@ fn binary_input(c: &mut Criterion) {
     group.finish();
 }
 
-/// Redaction (done before the service analyzes or stores a log) of 4 MB of training progress
-/// with tqdm's block characters and CJK text.
+/// Redaction (done before the service analyzes or stores a log): a ~4 KB CUDA traceback without a
+/// secret (what most requests bring), the same with one of each kind, and 4 MB of training
+/// progress with tqdm's block characters and CJK text.
 fn redaction(c: &mut Criterion) {
-    let log: String = (0..40_000)
+    let traceback = String::from_utf8_lossy(&noisy_log::cuda_assert_traceback(SEED)).into_owned();
+    let with_secrets = format!(
+        "{traceback}export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEF1234\n\
+         {{\"SecretAccessKey\": \"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\"}}\n\
+         curl -H 'Authorization: Bearer abc' https://ci:pw@ci.example.com/job/1 by ann@example.org\n\
+         -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n\
+         -----END PRIVATE KEY-----\n"
+    );
+    let progress: String = (0..40_000)
         .map(|i| {
             format!(
                 "Epoch 1: {:3}%|{:<10}| {i}/40000 [00:10<00:10] 第 {i} 步 loss=0.{}\n",
@@ -125,10 +135,20 @@ fn redaction(c: &mut Criterion) {
         })
         .collect();
     let mut group = c.benchmark_group("redact");
-    group.throughput(Throughput::Bytes(log.len() as u64));
+    group.measurement_time(Duration::from_secs(5));
+    for (name, log) in [
+        ("4kb_traceback", &traceback),
+        ("4kb_traceback_with_secrets", &with_secrets),
+    ] {
+        group.throughput(Throughput::Bytes(log.len() as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| faultline::kb::redact::redact(black_box(log)).len())
+        });
+    }
+    group.throughput(Throughput::Bytes(progress.len() as u64));
     group.sample_size(20);
     group.bench_function("non_ascii_progress", |b| {
-        b.iter(|| faultline::kb::redact::redact(black_box(&log)).len())
+        b.iter(|| faultline::kb::redact::redact(black_box(&progress)).len())
     });
     group.finish();
 }

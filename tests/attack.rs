@@ -74,6 +74,7 @@ fn all(database: &str) {
     forms_from_another_site_are_refused(&base);
     empty_logs_are_refused_and_curls_default_content_type_is_a_log(&base);
     a_backtest_reads_each_shared_log_once(&base);
+    no_credential_survives_in_the_log_the_metadata_or_the_page(&base);
 }
 
 #[test]
@@ -470,6 +471,44 @@ fn a_backtest_reads_each_shared_log_once(base: &Config) {
         ),
         "{report}"
     );
+}
+
+fn no_credential_survives_in_the_log_the_metadata_or_the_page(base: &Config) {
+    let s = start(base, Access::TokenForWrites);
+    let secrets = [
+        "fl_0123456789abcdef0123456789abcdef0123456789abcdef",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "hunter2hunter2",
+        "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    ];
+    let log = format!(
+        "export HF_TOKEN=x{}\n{{\"SecretAccessKey\": \"{}\"}}\npassword={}\nslack {}\nopenai {}\n{SECRET_LOG}",
+        secrets[0], secrets[1], secrets[2], secrets[3], secrets[4]
+    );
+    let body = serde_json::json!({
+        "log": log,
+        "project": format!("vision password={}", secrets[2]),
+        "job_url": format!("https://ci-user:{}@ci.example/job/7", secrets[2]),
+        "tags": [format!("token:{}", secrets[0])],
+    });
+    let answer = s.post_json("/api/v1/analyze", &body);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let id = answer.json()["incident_id"].as_i64().unwrap_or_default();
+    let stored = s.get(&format!("/api/v1/incidents/{id}")).body;
+    let page = s.get(&format!("/incidents/{id}")).body;
+    let raw = s.get(&format!("/incidents/{id}/log")).body;
+    for secret in secrets {
+        for (what, text) in [("stored incident", &stored), ("page", &page), ("raw log", &raw)] {
+            assert!(!text.contains(secret), "{secret} survived in the {what}: {text}");
+        }
+    }
+    let note = s.post_json(
+        &format!("/api/v1/incidents/{id}/feedback"),
+        &serde_json::json!({"comment": format!("fixed it, the key was {}", secrets[4])}),
+    );
+    assert_eq!(note.status, 201, "{}", note.body);
+    assert!(!note.body.contains(secrets[4]), "{}", note.body);
 }
 
 #[cfg(unix)]

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::codec::decompress;
+use super::redact::{redact, redacted};
 use super::rows::{
     Coverage, DayCount, Feedback, GROUP_COLUMNS, GroupDetail, GroupSummary, INCIDENT_COLUMNS, IncidentDetail,
     IncidentSummary, NamedCount, Note, Page, RuleStats, Trend, Verdict,
@@ -441,12 +442,13 @@ impl Store {
             .collect::<Result<Vec<_>, sqlx::Error>>()?)
     }
 
-    /// Adds a note to a group.
+    /// Adds a note to a group, its secrets redacted.
     pub async fn add_note(&self, group_id: i64, body: &str, author: Option<&str>) -> Result<Note> {
         let body = body.trim();
         if body.is_empty() || body.len() > 10_000 {
             return Err(StoreError::Invalid("a note is 1 to 10000 bytes".into()));
         }
+        let body = &*redact(body);
         self.group_summary(group_id).await?;
         let created_at = now_ms();
         let row = sqlx::query(
@@ -467,7 +469,8 @@ impl Store {
         })
     }
 
-    /// Records feedback on an incident; the rule defaults to its primary finding's.
+    /// Records feedback on an incident, its comment's secrets redacted; the rule defaults to its
+    /// primary finding's.
     pub async fn add_feedback(
         &self,
         incident_id: i64,
@@ -485,6 +488,7 @@ impl Store {
         if input.comment.as_deref().is_some_and(|c| c.len() > 10_000) {
             return Err(StoreError::Invalid("comment is longer than 10000 bytes".into()));
         }
+        let comment = input.comment.clone().map(redacted);
         let incident = self.incident_summary(incident_id).await?;
         let rule = input.rule.clone().or(incident.rule);
         let verdict = input.verdict.map(|v| match v {
@@ -499,7 +503,7 @@ impl Store {
         .bind(&rule)
         .bind(verdict)
         .bind(input.fix_worked.map(i64::from))
-        .bind(&input.comment)
+        .bind(&comment)
         .bind(author)
         .bind(created_at)
         .fetch_one(self.pool())
@@ -510,7 +514,7 @@ impl Store {
             rule,
             verdict: input.verdict,
             fix_worked: input.fix_worked,
-            comment: input.comment.clone(),
+            comment,
             author: author.map(str::to_owned),
             created_at,
         })

@@ -14,6 +14,7 @@ use sqlx::any::AnyRow;
 use tokio::sync::{mpsc, oneshot};
 
 use super::codec::{compress, sha256_hex};
+use super::redact::redacted;
 use super::{Backend, Result, Store, StoreError};
 use crate::diagnose::mask_message;
 use crate::model::{Confidence, Diagnosis, Role};
@@ -42,7 +43,8 @@ pub struct IncidentMeta {
 }
 
 impl IncidentMeta {
-    /// Checks sizes; empty strings count as absent.
+    /// Checks sizes (of what was sent) and redacts every field (a job URL's password, a token in
+    /// a tag): the API and the web forms both come through here. Empty strings count as absent.
     pub fn validated(mut self) -> Result<Self> {
         for (name, field) in [
             ("project", &mut self.project),
@@ -64,6 +66,15 @@ impl IncidentMeta {
                 "tags: at most {MAX_TAGS}, each 1 to 64 bytes"
             )));
         }
+        for field in [
+            &mut self.project,
+            &mut self.source,
+            &mut self.commit,
+            &mut self.job_url,
+        ] {
+            *field = field.take().map(redacted);
+        }
+        self.tags = self.tags.into_iter().map(redacted).collect();
         Ok(self)
     }
 }
@@ -577,5 +588,29 @@ mod tests {
             ..IncidentMeta::default()
         };
         assert!(tags.validated().is_err());
+    }
+
+    #[test]
+    fn every_metadata_field_is_redacted() {
+        let hf = "hf_abcdefghijklmnopqrstuvwxyzABCDEF1234";
+        let meta = IncidentMeta {
+            project: Some(format!("vision {hf}")),
+            source: Some("ci PASSWORD=hunter2".into()),
+            commit: Some(format!("abc123 {hf}")),
+            job_url: Some("https://bot:s3cret@ci.example.com/job/1".into()),
+            tags: vec!["gpu".into(), format!("token:{hf}")],
+        }
+        .validated()
+        .unwrap_or_default();
+        assert_eq!(
+            meta,
+            IncidentMeta {
+                project: Some("vision hf_<redacted>".into()),
+                source: Some("ci PASSWORD=<redacted>".into()),
+                commit: Some("abc123 hf_<redacted>".into()),
+                job_url: Some("https://bot:<redacted>@ci.example.com/job/1".into()),
+                tags: vec!["gpu".into(), "token:hf_<redacted>".into()],
+            }
+        );
     }
 }

@@ -1,8 +1,9 @@
 //! Turning stored data into what the pages show: dates, the log folded around its evidence,
-//! charts, finding summaries. Pure functions.
+//! charts, finding summaries, links without credentials. Pure functions.
 
 use std::collections::BTreeSet;
 
+use crate::kb::redact::redacted;
 use crate::kb::rows::DayCount;
 use crate::model::{Confidence, EvidenceTier, Finding, Role};
 
@@ -313,10 +314,19 @@ pub fn verdict_word(verdict: crate::model::Verdict) -> &'static str {
     }
 }
 
-/// A link target the page may show: only http(s) URLs (never `javascript:`).
+/// A link target the page may show: only http(s) URLs (never `javascript:`), never with
+/// credentials: without userinfo (`user:password@`) and with any other secret (a token in the
+/// query) redacted, for the rows stored before metadata was redacted too.
 pub fn safe_url(url: Option<&str>) -> Option<String> {
-    url.filter(|u| u.starts_with("https://") || u.starts_with("http://"))
-        .map(str::to_owned)
+    let url = url?;
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let scheme = &url[..url.len() - rest.len()];
+    // The authority ends where a browser ends it; its userinfo ends at its last `@`.
+    let authority = &rest[..rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len())];
+    let host = authority.rfind('@').map_or(0, |at| at + 1);
+    Some(redacted(format!("{scheme}{}", &rest[host..])))
 }
 
 #[cfg(test)]
@@ -351,6 +361,30 @@ mod tests {
     fn only_http_links_are_links() {
         assert_eq!(safe_url(Some("javascript:alert(1)")), None);
         assert_eq!(safe_url(Some("https://ci/1")).as_deref(), Some("https://ci/1"));
+    }
+
+    #[test]
+    fn a_link_never_shows_credentials_even_from_a_row_stored_before_redaction() {
+        assert_eq!(
+            safe_url(Some("https://bot:s3cret@ci.example.com/job/1")).as_deref(),
+            Some("https://ci.example.com/job/1")
+        );
+        assert_eq!(
+            safe_url(Some("http://ghp_abcdefghijklmnopqrstuvwxyzABCDEF123456@ci/1?x=1")).as_deref(),
+            Some("http://ci/1?x=1")
+        );
+        assert_eq!(
+            safe_url(Some(
+                "https://ci/job/1?token=hf_abcdefghijklmnopqrstuvwxyzABCDEF1234"
+            ))
+            .as_deref(),
+            Some("https://ci/job/1?token=hf_<redacted>")
+        );
+        assert_eq!(
+            safe_url(Some("https://ci/job/1@2")).as_deref(),
+            Some("https://ci/job/1@2"),
+            "an @ in the path is no userinfo"
+        );
     }
 
     #[test]
