@@ -24,5 +24,9 @@ WORKDIR /data
 # The SQLite knowledge base and the snapshots folder live here.
 VOLUME ["/data"]
 EXPOSE 8080
+# Bound to 0.0.0.0, the default access mode (auto) asks a token for every read and write:
+# create one with `docker exec <container> faultline token create --name NAME
+# --database sqlite:///data/faultline.db`, or choose a mode with FAULTLINE_ACCESS
+# (open, token-for-writes, private).
 ENTRYPOINT ["faultline", "serve"]
 CMD ["--bind", "0.0.0.0:8080", "--database", "sqlite:///data/faultline.db", "--rules", "/usr/share/faultline/rules"]
