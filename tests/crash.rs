@@ -5,8 +5,6 @@
 mod server;
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,54 +13,10 @@ use server::{call, try_call};
 
 const LOG: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.23 GiB is free.\n";
 
-fn faultline() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_faultline"));
-    c.env_remove("FAULTLINE_RULES").env("FAULTLINE_LOG", "warn");
-    c
-}
-
-/// Starts `faultline serve` on a free port; returns the child and its base URL.
-fn start(database: &str) -> (Child, String) {
-    let mut child = faultline()
-        .args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--rate-limit",
-            "0",
-            "--database",
-            database,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start the server: {e}"));
-    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
-        .to_owned();
-    (child, base)
-}
-
 fn acknowledged_incidents_survive_a_kill(database: &str) {
-    let token = faultline()
-        .args(["token", "create", "--name", "crash", "--database", database])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        token.status.success(),
-        "{}",
-        String::from_utf8_lossy(&token.stderr)
-    );
-    let token = String::from_utf8_lossy(&token.stdout).trim().to_owned();
+    let token = support::create_token(database, "crash");
 
-    let (mut child, base) = start(database);
+    let (mut child, base) = support::start_server(support::faultline(), database);
     let acked: Arc<Mutex<Vec<(i64, String)>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..4)
@@ -111,7 +65,7 @@ fn acknowledged_incidents_survive_a_kill(database: &str) {
         acked.len()
     );
 
-    let (mut child, base) = start(database);
+    let (mut child, base) = support::start_server(support::faultline(), database);
     for (id, commit) in &acked {
         let answer = call(&format!("{base}/api/v1/incidents/{id}"), "GET", None, b"", None);
         assert_eq!(answer.status, 200, "acknowledged incident {id} is lost");

@@ -4,9 +4,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use faultline::kb::Store;
@@ -65,27 +64,16 @@ async fn queued_job(store: &Store, objects: &SnapshotStore) -> i64 {
 
 /// Starts `faultline worker --once` with a one-second lease; returns it and its worker id.
 fn start_worker(database: &str, objects: &Path, delay_ms: Option<u64>) -> (Child, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_faultline"));
+    let mut command = support::faultline();
     command
         .args(["worker", "--database", database, "--backend", "cpu", "--once"])
         .args(["--lease-secs", "1", "--poll-secs", "0.05", "--snapshot-store"])
         .arg(objects)
-        .env("FAULTLINE_LOG", "warn")
-        .env_remove("FAULTLINE_WORKER_TEST_DELAY_MS")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .env_remove("FAULTLINE_WORKER_TEST_DELAY_MS");
     if let Some(ms) = delay_ms {
         command.env("FAULTLINE_WORKER_TEST_DELAY_MS", ms.to_string());
     }
-    let mut child = command
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start a worker: {e}"));
-    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    let mut stdout = BufReader::new(stdout);
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
-    // Keep reading: a closed pipe would turn the worker's last line into a broken-pipe exit.
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let (child, line) = support::spawn_reading_first_line(command);
     let id = line
         .strip_prefix("faultline worker ")
         .and_then(|rest| rest.split_whitespace().next())

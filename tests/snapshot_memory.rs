@@ -12,8 +12,8 @@
 mod server;
 mod support;
 
-use std::io::{BufRead, BufReader, Cursor, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::{Cursor, Write};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -37,55 +37,11 @@ const INFLATED_BYTES: u64 = 200 << 20;
 /// inflated at a time), with headroom for the allocator.
 const PEAK_LIMIT_MIB: u64 = 400;
 
+/// The binary, replaying on the CPU.
 fn faultline() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_faultline"));
-    c.env_remove("FAULTLINE_RULES")
-        .env("FAULTLINE_LOG", "warn")
-        .env("FAULTLINE_REPLAY_BACKEND", "cpu");
-    c
-}
-
-/// Starts `faultline serve` on a free port; returns the child and its base URL.
-fn start(database: &str) -> (Child, String) {
-    let mut child = faultline()
-        .args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--rate-limit",
-            "0",
-            "--database",
-            database,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start the server: {e}"));
-    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    let mut stdout = BufReader::new(stdout);
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
-    // Keep reading: a closed pipe would fail the server's next line.
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
-        .to_owned();
-    (child, base)
-}
-
-fn create_token(database: &str) -> String {
-    let token = faultline()
-        .args(["token", "create", "--name", "t", "--database", database])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        token.status.success(),
-        "{}",
-        String::from_utf8_lossy(&token.stderr)
-    );
-    String::from_utf8_lossy(&token.stdout).trim().to_owned()
+    let mut command = support::faultline();
+    command.env("FAULTLINE_REPLAY_BACKEND", "cpu");
+    command
 }
 
 /// An `.npz` whose `labels.npy` is `inflated` bytes of int64 zeros, deflated to a few hundred KB,
@@ -147,11 +103,11 @@ fn finished_job(base: &str, status_url: &str) -> serde_json::Value {
 fn six_hostile_npz_uploads_and_their_replays_keep_the_server_under_400_mib() {
     let db = support::TempDb::new("snapshot-memory");
     let database = db.url();
-    let token = create_token(&database);
+    let token = support::create_token(&database, "t");
     let file = hostile_npz(INFLATED_BYTES);
     assert!(file.len() < 1 << 20, "the hostile file is {} bytes", file.len());
 
-    let (mut child, base) = start(&database);
+    let (mut child, base) = support::start_server(faultline(), &database);
     let incident = call(
         &format!("{base}/api/v1/analyze"),
         "POST",

@@ -3,8 +3,9 @@
 
 pub mod webdriver;
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 
 use faultline::kb::Store;
 use sqlx::{Connection, Executor};
@@ -118,4 +119,62 @@ pub async fn stored_incident(store: &Store, log: &str) -> i64 {
     drop(writer);
     let _ = task.await;
     stored.incident_id
+}
+
+/// The faultline binary with the environment the tests expect: the embedded rules, a quiet log.
+pub fn faultline() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_faultline"));
+    command.env_remove("FAULTLINE_RULES").env("FAULTLINE_LOG", "warn");
+    command
+}
+
+/// Starts `command` (a `faultline` command line) and reads the first line it prints, then keeps
+/// draining its output (a closed pipe would fail its next line); returns the child and that line.
+pub fn spawn_reading_first_line(mut command: Command) -> (Child, String) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start faultline: {e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut stdout = BufReader::new(stdout);
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    (child, line)
+}
+
+/// Starts `faultline serve` on a free loopback port over `database` with no rate limit (`command`
+/// is [`faultline`] with any environment a test adds); returns the child and its base URL.
+pub fn start_server(mut command: Command, database: &str) -> (Child, String) {
+    command.args([
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--rate-limit",
+        "0",
+        "--database",
+        database,
+    ]);
+    let (child, line) = spawn_reading_first_line(command);
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+        .to_owned();
+    (child, base)
+}
+
+/// A token named `name` made with `faultline token create` on `database`.
+pub fn create_token(database: &str, name: &str) -> String {
+    let created = faultline()
+        .args(["token", "create", "--name", name, "--database", database])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    String::from_utf8_lossy(&created.stdout).trim().to_owned()
 }
