@@ -378,6 +378,8 @@ fn wrong_tokens_are_budgeted_per_client(base: &Config) {
     assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
     let signin = form(&s, "/signin", "token=fl_nope", false);
     assert_eq!(signin.status, 429, "the sign-in form shares the budget");
+    let cookie = get_with(&s, "/incidents", &[("cookie", "fl_session=fl_nope".to_owned())]);
+    assert_eq!(cookie.status, 429, "and so does the session cookie");
 }
 
 fn page_reads_are_rate_limited(base: &Config) {

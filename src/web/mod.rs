@@ -23,8 +23,7 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
-use crate::api::auth::verify;
-use crate::api::{ApiError, AppState, client_key, peer_ip};
+use crate::api::{ApiError, AppState, client_key, peer_ip, verify_guarded};
 use crate::kb::tokens::TokenOwner;
 use crate::service::policy::is_local_request;
 use crate::service::{Action, Denied, Requester};
@@ -138,9 +137,15 @@ async fn session_layer(State(state): State<AppState>, mut req: Request, next: Ne
 
     let peer = peer_ip(&req);
     let session = cookie(req.headers(), SESSION_COOKIE).map(str::to_owned);
-    let owner = match session {
-        Some(token) => verify(&state, &token).await.ok().flatten(),
-        None => None,
+    // A session cookie is a token like a bearer one: a wrong one spends the client's budget of
+    // guesses, and is cleared so that a revoked token costs its browser one guess, not one a page.
+    let (owner, stale_session) = match session {
+        Some(token) => match verify_guarded(&state, &token, peer).await {
+            Ok(owner) => (Some(owner), false),
+            Err(ApiError::Unauthorized(_)) => (None, true),
+            Err(other) => return WebError(other).into_response(),
+        },
+        None => (None, false),
     };
     let who = Requester {
         signed_in: owner.is_some(),
@@ -179,6 +184,9 @@ async fn session_layer(State(state): State<AppState>, mut req: Request, next: Ne
     req.extensions_mut().insert(Peer(peer));
     let mut response = next.run(req).await;
     if fresh && let Some(v) = set_cookie(CSRF_COOKIE, &csrf, false, None) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    if stale_session && let Some(v) = set_cookie(SESSION_COOKIE, "", true, Some(0)) {
         response.headers_mut().append(header::SET_COOKIE, v);
     }
     response
