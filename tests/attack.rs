@@ -347,6 +347,21 @@ fn page_forms_write_only_where_the_api_would(base: &Config) {
     );
     assert_eq!(api_note.status, 401, "the API refuses the same");
 
+    // A revoked token's cookie reads as anonymous and is cleared.
+    let stale = get_with(
+        &s,
+        "/incidents",
+        &[("cookie", "fl_session=fl_revoked".to_owned())],
+    );
+    assert_eq!(stale.status, 200);
+    assert!(
+        stale.headers.iter().any(|(name, value)| name == "set-cookie"
+            && value.starts_with("fl_session=;")
+            && value.contains("Max-Age=0")),
+        "{:?}",
+        stale.headers
+    );
+
     // Signed in, the same forms write (and answer with a redirect the client follows).
     let feedback = form(&s, &format!("/incidents/{id}/feedback"), "verdict=right", true);
     assert_eq!(feedback.status, 200, "{}", feedback.body);
