@@ -1,4 +1,4 @@
-//! The Python capture helper (`clients/python/faultline_capture.py`) against the Rust reader: its
+//! The Python capture helper (`clients/python/src/faultline_capture.py`) against the Rust reader: its
 //! unit tests pass, the snapshots it writes are read and checked by `faultline replay` and
 //! `faultline analyze --snapshot`, and `.npz` files written by real numpy (big-endian,
 //! Fortran-ordered, with a `params.json` member) are read in little-endian C order.
@@ -14,8 +14,14 @@ use std::sync::OnceLock;
 use faultline::replay::snapshot::Format;
 use faultline::replay::{DType, Limits, Snapshot};
 
+/// The helper's source (on `PYTHONPATH`: these tests run the checkout's copy).
 fn clients_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python/src")
+}
+
+/// The helper's Python unit tests.
+fn python_tests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python/tests")
 }
 
 fn ci() -> bool {
@@ -162,9 +168,9 @@ fn the_python_unit_tests_of_the_helper_pass() {
     };
     let out = python_command(python)
         .args(["-m", "unittest", "discover", "-s"])
-        .arg(clients_dir())
+        .arg(python_tests_dir())
         .args(["-t"])
-        .arg(clients_dir())
+        .arg(python_tests_dir())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
     // unittest reports on stderr.

@@ -17,7 +17,7 @@ Nothing here is downloaded: the Hugging Face model is built from a small config.
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -49,7 +49,7 @@ tail -n 30 "$OUT/tests.txt"
 
 if want python; then
   say capture helper unit tests with torch
-  (cd clients/python && timeout 180 python3 -m unittest -v test_faultline_capture 2>&1)
+  (cd clients/python/tests && PYTHONPATH=../src timeout 180 python3 -m unittest -v test_faultline_capture 2>&1)
   note "capture helper unit tests: exit $?"
 fi >"$OUT/python.txt" 2>&1
 tail -n 5 "$OUT/python.txt"

@@ -108,8 +108,32 @@ CONFIG_FIELDS = (
     "eos_token_id",
     "decoder_start_token_id",
     "max_position_embeddings",
+    "n_positions",
+    "max_target_positions",
+    "max_source_positions",
     "type_vocab_size",
+    "is_encoder_decoder",
 )
+
+#: Config fields copied to the top level as they are: the limits and roles the replay checks
+#: read (positions of encoder and decoder, whether labels feed a decoder). ``num_labels`` is not
+#: among them: every Hugging Face config has one (2 by default), so it says nothing of a language
+#: model's labels.
+TOP_LEVEL_FIELDS = (
+    "model_type",
+    "is_encoder_decoder",
+    "max_position_embeddings",
+    "n_positions",
+    "max_target_positions",
+    "max_source_positions",
+    "type_vocab_size",
+    "pad_token_id",
+    "decoder_start_token_id",
+    "problem_type",
+)
+
+#: Tokenizers say "no limit" with a huge ``model_max_length`` (int(1e30)).
+_NO_LIMIT = 10**9
 
 # numpy kinds and sizes faultline reads (bool, int8-64, uint8-64, float16/32/64).
 _SUPPORTED = {("b", 1), ("i", 1), ("i", 2), ("i", 4), ("i", 8), ("u", 1), ("u", 2), ("u", 4), ("u", 8),
@@ -370,10 +394,16 @@ def model_facts(model: Any = None, tokenizer: Any = None) -> Dict[str, str]:
     elif num_labels is not None and class_name.endswith("Classification"):
         facts["num_classes"] = str(num_labels)
 
-    for field in ("max_position_embeddings", "type_vocab_size"):
-        value = _int_or_none(getattr(config, field, None))
-        if value is not None:
-            facts[field] = str(value)
+    for field in TOP_LEVEL_FIELDS:
+        try:
+            value = getattr(config, field, None)
+        except Exception:
+            value = None
+        if isinstance(value, (bool, numbers.Integral, str)):
+            facts[field] = _text(value)
+    # GPT-2 style configs name their position table n_positions.
+    if "max_position_embeddings" not in facts and "n_positions" in facts:
+        facts["max_position_embeddings"] = facts["n_positions"]
     pad = _int_or_none(getattr(config, "pad_token_id", None))
 
     if tokenizer is not None:
@@ -381,8 +411,11 @@ def model_facts(model: Any = None, tokenizer: Any = None) -> Dict[str, str]:
             tokens = len(tokenizer)
         except Exception:
             tokens = None
+        longest = _int_or_none(getattr(tokenizer, "model_max_length", None))
+        if longest is not None and 0 < longest < _NO_LIMIT:
+            facts["model_max_length"] = str(longest)
         if tokens is not None:
-            facts["model.tokenizer_len"] = str(tokens)
+            facts["model.tokenizer_len"] = facts["tokenizer_len"] = str(tokens)
             rows = embedding_rows if embedding_rows is not None else vocab
             if rows is not None and tokens > rows:
                 facts["capture.note.tokenizer"] = (
@@ -847,7 +880,7 @@ def _param(text: str) -> Tuple[str, str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``upload`` a snapshot with its log to a server, or ``show`` what a snapshot holds."""
-    parser = argparse.ArgumentParser(prog="faultline_capture.py", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="faultline-capture", description=main.__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("upload", help="store the log as an incident and attach the snapshot")
     up.add_argument("snapshot", help="safetensors or .npz snapshot")

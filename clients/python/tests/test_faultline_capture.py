@@ -1,6 +1,8 @@
 """Tests of faultline_capture (numpy and safetensors only; the torch tests skip without torch).
 
-Run: ``python -m unittest discover -s clients/python -v``.
+Run against the installed package: ``pip install ./clients/python`` then
+``python -m unittest discover -s clients/python/tests -v`` (or, without installing,
+``PYTHONPATH=clients/python/src python -m unittest discover -s clients/python/tests -v``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import json
 import os
 import socket
 import struct
-import sys
 import tempfile
 import threading
 import unittest
@@ -24,8 +25,7 @@ import safetensors
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import faultline_capture as fc  # noqa: E402
+import faultline_capture as fc  # the installed package (pip install ./clients/python)
 
 try:
     import torch
@@ -227,6 +227,8 @@ class ModelFactsTest(TempDirTest):
             "padding_idx": "0",
             "max_position_embeddings": "512",
             "type_vocab_size": "2",
+            "model_type": "bert",
+            "pad_token_id": "0",
             "model.class": "FakeForSequenceClassification",
             "model.model_type": "bert",
             "model.vocab_size": "30522",
@@ -262,6 +264,44 @@ class ModelFactsTest(TempDirTest):
         self.assertEqual(facts["model.tokenizer_len"], "50260")
         self.assertIn("resize_token_embeddings", facts["capture.note.tokenizer"])
         self.assertEqual(facts["padding_idx"], "50256", "the tokenizer's pad id when the config has none")
+
+    def test_an_encoder_decoder_records_its_position_tables_and_decoder_ids(self) -> None:
+        bart = Config(
+            model_type="bart",
+            is_encoder_decoder=True,
+            vocab_size=100,
+            max_position_embeddings=32,
+            decoder_start_token_id=2,
+            pad_token_id=1,
+            num_labels=3,
+        )
+        facts = fc.model_facts(bart)
+        for key, value in {
+            "model_type": "bart",
+            "is_encoder_decoder": "true",
+            "max_position_embeddings": "32",
+            "decoder_start_token_id": "2",
+            "pad_token_id": "1",
+            "padding_idx": "1",
+        }.items():
+            self.assertEqual(facts.get(key), value, key)
+        self.assertNotIn("num_labels", facts, "every config has num_labels: it bounds no LM's labels")
+        fsmt = fc.model_facts(Config(vocab_size=100, max_target_positions=64, max_source_positions=128))
+        self.assertEqual((fsmt["max_target_positions"], fsmt["max_source_positions"]), ("64", "128"))
+
+    def test_a_gpt2_position_table_comes_from_n_positions(self) -> None:
+        facts = fc.model_facts(Config(model_type="gpt2", vocab_size=50257, n_positions=1024))
+        self.assertEqual(facts["max_position_embeddings"], "1024")
+        self.assertEqual(facts["n_positions"], "1024")
+
+    def test_the_tokenizers_length_and_its_real_limit_are_recorded(self) -> None:
+        tokenizer = Tokenizer(50260)
+        tokenizer.model_max_length = 512
+        facts = fc.model_facts(Config(vocab_size=50260), tokenizer=tokenizer)
+        self.assertEqual((facts["tokenizer_len"], facts["model_max_length"]), ("50260", "512"))
+        tokenizer.model_max_length = int(1e30)
+        unlimited = fc.model_facts(Config(vocab_size=50260), tokenizer=tokenizer)
+        self.assertNotIn("model_max_length", unlimited, "1e30 is the tokenizers' 'no limit'")
 
     def test_the_callers_parameters_override_the_model_facts(self) -> None:
         path = self.path("m.safetensors")
