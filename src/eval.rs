@@ -1,5 +1,7 @@
 //! Accuracy on a labelled corpus (`faultline eval`): top-1 / top-3 accuracy, per-class precision
-//! and recall, and "confidently wrong" diagnoses.
+//! and recall, "confidently wrong" diagnoses, and calibration: how often each confidence level of
+//! the primary finding is right (high is what the CLI's exit code and the service's "diagnosed"
+//! count on, and should be right at least 99 % of the time).
 //!
 //! A case is right at top-k when one of the first k distinct classes of the diagnosis is its label
 //! or one of its `also` labels. For a case labelled `none` (no GPU root cause), no diagnosis, a
@@ -83,6 +85,32 @@ fn ratio(a: usize, b: usize) -> f64 {
     if b == 0 { 1.0 } else { a as f64 / b as f64 }
 }
 
+/// How often one confidence level was right at top-1.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Calibration {
+    /// Cases whose primary finding had this confidence (`none`: no finding).
+    pub cases: usize,
+    /// Of those, cases right at top-1.
+    pub right: usize,
+}
+
+impl Calibration {
+    /// The share right (1 when no case had this level).
+    pub fn accuracy(&self) -> f64 {
+        ratio(self.right, self.cases)
+    }
+}
+
+/// The name of a confidence level in reports (`none` when there was no finding).
+pub fn level_name(confidence: Option<Confidence>) -> &'static str {
+    match confidence {
+        Some(Confidence::High) => "high",
+        Some(Confidence::Medium) => "medium",
+        Some(Confidence::Low) => "low",
+        None => "none",
+    }
+}
+
 /// The report.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EvalReport {
@@ -96,6 +124,8 @@ pub struct EvalReport {
     pub confident_wrong: usize,
     /// Per class (labels and predicted classes).
     pub classes: BTreeMap<String, ClassStats>,
+    /// Per confidence level of the primary finding (`high`, `medium`, `low`, `none`).
+    pub calibration: BTreeMap<&'static str, Calibration>,
     /// Every case.
     pub predictions: Vec<Prediction>,
 }
@@ -167,6 +197,12 @@ pub fn report(predictions: Vec<Prediction>, cases: &[Case]) -> EvalReport {
             stats.correct_predictions += 1;
         }
     }
+    let mut calibration: BTreeMap<&'static str, Calibration> = BTreeMap::new();
+    for p in &predictions {
+        let level = calibration.entry(level_name(p.confidence)).or_default();
+        level.cases += 1;
+        level.right += usize::from(p.top1);
+    }
     let count = |f: fn(&Prediction) -> bool| predictions.iter().filter(|p| f(p)).count();
     EvalReport {
         n,
@@ -174,6 +210,7 @@ pub fn report(predictions: Vec<Prediction>, cases: &[Case]) -> EvalReport {
         top3: ratio(count(|p| p.top3), n),
         confident_wrong: count(|p| p.confident_wrong),
         classes,
+        calibration,
         predictions,
     }
 }
@@ -311,6 +348,28 @@ mod tests {
         );
         assert_eq!(r.classes["cuda.oom"].precision(), 1.0);
         assert_eq!(r.classes["nccl.error"].precision(), 0.0);
+    }
+
+    #[test]
+    fn calibration_counts_how_often_each_confidence_level_is_right() {
+        let cases = vec![
+            case("cuda.oom", &[]),
+            case("cuda.oom", &[]),
+            case("nccl.error", &[]),
+            case(NONE, &[]),
+        ];
+        let predictions = vec![
+            judge(&cases[0], &diagnosis(&[("cuda.oom", Confidence::High)])),
+            judge(&cases[1], &diagnosis(&[("nccl.error", Confidence::High)])),
+            judge(&cases[2], &diagnosis(&[("nccl.error", Confidence::Low)])),
+            judge(&cases[3], &diagnosis(&[])),
+        ];
+        let r = report(predictions, &cases);
+        assert_eq!(r.calibration["high"], Calibration { cases: 2, right: 1 });
+        assert_eq!(r.calibration["high"].accuracy(), 0.5);
+        assert_eq!(r.calibration["low"], Calibration { cases: 1, right: 1 });
+        assert_eq!(r.calibration["none"], Calibration { cases: 1, right: 1 });
+        assert!(!r.calibration.contains_key("medium"));
     }
 
     #[test]

@@ -3,6 +3,12 @@
 //! not samples: every class of the taxonomy, traps where the visible error is not the root cause,
 //! other runtimes and formats, and decoys whose logs mention CUDA without a GPU cause. See
 //! tests/fixtures/README.md.
+//!
+//! **Not a blind figure.** Each round was measured first (that first-seen figure is the one that
+//! predicts the next user's log; they are kept in benches/RESULTS.md and the fixtures README), and
+//! then rules were fixed on its misses. What these tests measure is accuracy *after* those fixes:
+//! a regression guard, not a forecast. The next round of logs, measured before any rule changes
+//! for it, is the blind one.
 
 use faultline::diagnose::{LineAnalyzer, analyze_str};
 use faultline::eval::{Case, judge, read_cases, report};
@@ -20,7 +26,7 @@ fn held_out() -> Vec<Case> {
 }
 
 #[test]
-fn real_logs_the_rules_were_not_written_from_are_diagnosed_and_never_confidently_wrong() {
+fn earlier_rounds_stay_diagnosed_after_the_fixes_made_for_them_and_are_never_confidently_wrong() {
     let cases = held_out();
     assert!(cases.len() >= 1_880, "{} cases", cases.len());
     let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
@@ -36,6 +42,11 @@ fn real_logs_the_rules_were_not_written_from_are_diagnosed_and_never_confidently
         .map(|p| (p.id.as_str(), p.classes.as_slice()))
         .collect();
     assert_eq!(report.confident_wrong, 0, "{}", report.summary_line());
+    let high = report.calibration.get("high").copied().unwrap_or_default();
+    assert!(
+        high.cases > 1_000 && high.accuracy() >= 0.99,
+        "high confidence must be right 99 % of the time: {high:?}"
+    );
     assert!(
         report.top1 >= 0.97,
         "{}; missed: {misses:?}",

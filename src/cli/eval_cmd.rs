@@ -65,6 +65,10 @@ fn write_table(report: &EvalReport, misses: bool, out: &mut impl Write) -> std::
             s.predicted
         )?;
     }
+    writeln!(out, "{:<32} {:>7} {:>9}", "confidence", "cases", "right")?;
+    for (level, c) in &report.calibration {
+        writeln!(out, "{level:<32} {:>7} {:>9.3}", c.cases, c.accuracy())?;
+    }
     let wrong: Vec<_> = report.predictions.iter().filter(|p| p.confident_wrong).collect();
     if !wrong.is_empty() {
         writeln!(out, "confidently wrong:")?;
