@@ -6,7 +6,8 @@
 //! Needs a Python with numpy and safetensors: `FAULTLINE_PYTHON`, else `python3` when it has both.
 //! In CI (`CI` set) their absence fails the tests; by hand it skips them loudly.
 
-use std::io::Write;
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -22,10 +23,6 @@ fn clients_dir() -> PathBuf {
 /// The helper's Python unit tests.
 fn python_tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python/tests")
-}
-
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
 }
 
 /// Whether `python` runs and imports numpy and safetensors.
@@ -54,14 +51,9 @@ fn python() -> Option<&'static str> {
     static PYTHON: OnceLock<Option<String>> = OnceLock::new();
     let found = PYTHON.get_or_init(find_python).as_deref();
     if found.is_none() {
-        assert!(
-            !ci(),
-            "CI is set but no Python with numpy and safetensors was found: set FAULTLINE_PYTHON (.ci/run does)"
-        );
-        // Straight to stderr: the test harness swallows eprintln! output of passing tests.
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIPPED: the capture helper tests need a Python with numpy and safetensors; set FAULTLINE_PYTHON (e.g. target/ci-venv/bin/python) or pip install numpy safetensors. ***\n"
+        support::skip_unless_ci(
+            "the capture helper tests",
+            "a Python with numpy and safetensors: set FAULTLINE_PYTHON (e.g. target/ci-venv/bin/python; .ci/run does) or pip install numpy safetensors",
         );
     }
     found

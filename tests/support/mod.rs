@@ -46,19 +46,28 @@ impl Drop for TempDb {
     }
 }
 
-/// The PostgreSQL server tests may use. In CI (`CI` set) it must be there; by hand, its absence
-/// skips the PostgreSQL half of a test with a loud message.
+/// Whether the tests run under CI: `CI` set to anything but empty or `false` (.ci/run sets it).
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
+}
+
+/// `part` of the suite cannot run here: it `needs` something missing. Under CI that is a failure
+/// (CI provides everything, so it can never pass by skipping); by hand the part is skipped with a
+/// loud line, written straight to stderr (the harness swallows `eprintln!` of passing tests).
+pub fn skip_unless_ci(part: &str, needs: &str) {
+    assert!(!under_ci(), "CI is set but {part} cannot run: they need {needs}");
+    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED: {part} need {needs} ***\n");
+}
+
+/// The PostgreSQL server tests may use; its absence skips the PostgreSQL half of a test (see
+/// [`skip_unless_ci`]).
 pub fn postgres_url() -> Option<String> {
     match std::env::var("TEST_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") => {
-            panic!("CI is set but TEST_POSTGRES_URL is not: the PostgreSQL tests must run in CI")
-        }
         _ => {
-            // Straight to stderr: the test harness swallows eprintln! output of passing tests.
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n*** SKIPPED: PostgreSQL tests need TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:55432/postgres); .ci/run sets it. ***\n"
+            skip_unless_ci(
+                "PostgreSQL tests",
+                "TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:55432/postgres; .ci/run sets it)",
             );
             None
         }

@@ -2,7 +2,6 @@
 //! end-to-end tests: navigate, find, type, click, read text, screenshots, alerts.
 #![allow(dead_code)]
 
-use std::io::Write;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,13 +28,11 @@ pub struct Browser {
 pub fn available() -> bool {
     let present = std::path::Path::new(CHROMEDRIVER).exists() && std::path::Path::new(CHROMIUM).exists();
     if !present {
-        if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") {
-            panic!("CI is set but {CHROMIUM} / {CHROMEDRIVER} are missing: the browser tests must run in CI");
-        }
-        // Straight to stderr: the test harness swallows eprintln! output of passing tests.
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIPPED: browser tests need Debian's chromium and chromium-driver (apt-get install chromium chromium-driver); .ci/run installs them. ***\n"
+        super::skip_unless_ci(
+            "browser tests",
+            &format!(
+                "{CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver; .ci/run installs them)"
+            ),
         );
     }
     present
