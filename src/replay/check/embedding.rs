@@ -1,0 +1,729 @@
+//! The ids of one embedding table, wherever the model takes them from, and their one verdict.
+//!
+//! A cause such as "a token id past the vocabulary" can be carried by several tensors: the
+//! encoder's `input_ids`, the decoder's inputs (`decoder_input_ids`, or the labels shifted right
+//! behind `decoder_start_token_id`, with `pad_token_id` where the labels hold the ignore index),
+//! the labels of a language model (token ids, the ignore index allowed); "a sequence longer than
+//! the position table" by explicit `position_ids` or by the length of the encoder's and the
+//! decoder's ids. This file owns which tensors a table implicates for the model at hand
+//! ([`Model`], read from the metadata and the tensors' shapes), the limit each is checked against,
+//! and the verdict they make together ([`combine`]): confirmed when one tensor offends, refuted
+//! only when every implicated tensor was checked against a known limit, else inconclusive saying
+//! what was checked, what was not and which key would tell.
+
+use super::bounds::{elsewhere, ids_within, table_size};
+use super::{Ctx, Found, Param, Scalar, shape_text};
+use crate::replay::snapshot::TensorRef;
+use crate::replay::{ReplayError, Verdict};
+
+/// An embedding table whose ids several tensors carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Table {
+    /// The word (token) embedding: `vocab_size` rows.
+    Words,
+    /// The learned position embedding: `max_position_embeddings` rows.
+    Positions,
+}
+
+impl Table {
+    /// The table whose ids the role `role` names.
+    pub(super) fn of(role: &str) -> Option<Table> {
+        match role {
+            "input_ids" | "decoder_input_ids" | "ids" | "tokens" => Some(Table::Words),
+            "position_ids" => Some(Table::Positions),
+            _ => None,
+        }
+    }
+}
+
+/// Checks every tensor that indexes `table` and gives their one verdict.
+pub(super) fn table_bounds(ctx: &mut Ctx<'_>, table: Table, role: &str) -> Result<Found, ReplayError> {
+    let parts = match table {
+        Table::Words => words(ctx, role)?,
+        Table::Positions => positions(ctx, role)?,
+    };
+    Ok(combine(parts))
+}
+
+/// A fact about the model and what said so (`model_type = t5`), or `None` when nothing did.
+type Known<T> = Option<(T, String)>;
+
+/// Model families whose decoder takes the labels shifted right (encoder-decoders).
+const ENCODER_DECODERS: &[&str] = &[
+    "t5",
+    "mt5",
+    "umt5",
+    "longt5",
+    "switchtransformers",
+    "bart",
+    "mbart",
+    "plbart",
+    "mvp",
+    "marian",
+    "pegasus",
+    "pegasusx",
+    "bigbirdpegasus",
+    "led",
+    "blenderbot",
+    "blenderbotsmall",
+    "m2m100",
+    "nllbmoe",
+    "fsmt",
+    "prophetnet",
+    "xlmprophetnet",
+    "encoderdecoder",
+];
+
+/// Decoder-only language models: labels are token ids, there is no decoder of their own.
+const CAUSAL_LMS: &[&str] = &[
+    "gpt2",
+    "gptneo",
+    "gptneox",
+    "gptj",
+    "gptbigcode",
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2moe",
+    "qwen3",
+    "qwen3moe",
+    "gemma",
+    "gemma2",
+    "gemma3text",
+    "phi",
+    "phi3",
+    "falcon",
+    "opt",
+    "bloom",
+    "mpt",
+    "codegen",
+    "starcoder2",
+    "olmo",
+    "olmo2",
+    "stablelm",
+    "cohere",
+    "xglm",
+    "ctrl",
+];
+
+/// Encoders: no decoder; labels are classes or (masked LM) token ids.
+const ENCODERS: &[&str] = &[
+    "bert",
+    "roberta",
+    "xlmroberta",
+    "camembert",
+    "distilbert",
+    "albert",
+    "electra",
+    "deberta",
+    "debertav2",
+    "mpnet",
+    "longformer",
+    "bigbird",
+    "modernbert",
+    "esm",
+    "xmod",
+    "data2vectext",
+    "ibert",
+    "luke",
+    "megatronbert",
+    "roformer",
+    "funnel",
+    "convbert",
+    "layoutlm",
+    "rembert",
+    "squeezebert",
+    "ernie",
+    "nezha",
+];
+
+/// Families without a learned absolute position table (rotary, relative or ALiBi positions).
+const NO_POSITION_TABLE: &[&str] = &[
+    "t5",
+    "mt5",
+    "umt5",
+    "longt5",
+    "switchtransformers",
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2moe",
+    "qwen3",
+    "qwen3moe",
+    "gemma",
+    "gemma2",
+    "gemma3text",
+    "phi3",
+    "gptneox",
+    "gptj",
+    "codegen",
+    "falcon",
+    "bloom",
+    "mpt",
+    "starcoder2",
+    "olmo",
+    "olmo2",
+    "stablelm",
+    "cohere",
+    "roformer",
+];
+
+/// Families whose positions start after `padding_idx` in a table of `max_position_embeddings` rows.
+const PADDING_OFFSET: &[&str] = &[
+    "roberta",
+    "xlmroberta",
+    "camembert",
+    "longformer",
+    "xmod",
+    "data2vectext",
+    "ibert",
+    "luke",
+    "mpnet",
+    "esm",
+];
+
+/// Families whose learned positions start at row 2 of a table of `max_position_embeddings + 2` rows.
+const ROW_TWO_OFFSET: &[&str] = &["bart", "mbart", "plbart", "mvp"];
+
+/// What the metadata and the tensors say of the model: enough to know which tensors feed a table.
+struct Model {
+    /// The family (`model_type`, else read from the architecture), lower case without `_` / `-`.
+    family: Option<String>,
+    /// The architecture (`T5ForConditionalGeneration`), when given.
+    architecture: Option<String>,
+    /// Whether a decoder takes the labels shifted right (or `decoder_input_ids`).
+    encoder_decoder: Known<bool>,
+}
+
+/// A metadata or spec value under `key`, or under `model.key` as the capture helper writes a config.
+fn setting(ctx: &Ctx<'_>, key: &str) -> Option<(String, String)> {
+    let prefixed = format!("model.{key}");
+    ctx.lookup_in(&[key], &[key, prefixed.as_str()])
+}
+
+/// An integer setting; a value that is not one is an error.
+fn int_setting(ctx: &mut Ctx<'_>, key: &str) -> Result<Option<Param<i64>>, ReplayError> {
+    let prefixed = format!("model.{key}");
+    ctx.int_in(key, &[key], &[key, prefixed.as_str()])
+}
+
+fn family_of(text: &str) -> String {
+    text.trim()
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect()
+}
+
+/// The family an architecture name tells (`MBartForConditionalGeneration` -> `mbart`).
+fn family_of_architecture(arch: &str) -> String {
+    let head = arch
+        .find("For")
+        .map(|i| &arch[..i])
+        .or_else(|| arch.strip_suffix("LMHeadModel"))
+        .or_else(|| arch.strip_suffix("MTModel"))
+        .or_else(|| arch.strip_suffix("Model"))
+        .unwrap_or(arch);
+    family_of(head)
+}
+
+impl Model {
+    fn read(ctx: &mut Ctx<'_>) -> Result<Model, ReplayError> {
+        let architecture = setting(ctx, "architectures")
+            .or_else(|| setting(ctx, "class"))
+            .and_then(|(_, text)| {
+                text.split(',')
+                    .map(|a| a.trim_matches(|c: char| "[]\"' ".contains(c)).to_owned())
+                    .find(|a| !a.is_empty())
+            });
+        let family = setting(ctx, "model_type")
+            .map(|(_, t)| family_of(&t))
+            .filter(|f| !f.is_empty())
+            .or_else(|| architecture.as_deref().map(family_of_architecture))
+            .filter(|f| !f.is_empty());
+        let told = match setting(ctx, "is_encoder_decoder") {
+            Some((key, text)) => match text.to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" => Some((true, format!("{key} = {text}"))),
+                "false" | "0" | "no" => Some((false, format!("{key} = {text}"))),
+                _ => {
+                    return Err(ReplayError::Check(format!(
+                        "parameter {key} = {text:?} is not true or false"
+                    )));
+                }
+            },
+            None => None,
+        };
+        let by_family = family.as_deref().and_then(|f| {
+            let what = format!("model_type {f}");
+            if ENCODER_DECODERS.contains(&f) {
+                Some((true, what))
+            } else if CAUSAL_LMS.contains(&f) || ENCODERS.contains(&f) {
+                Some((false, what))
+            } else {
+                None
+            }
+        });
+        let by_tensor = ctx
+            .find("decoder_input_ids")
+            .map(|t| (true, format!("the snapshot holds {}", t.name)));
+        if let Some((_, key)) = &told {
+            ctx.used.insert("is_encoder_decoder".into(), key.clone());
+        }
+        Ok(Model {
+            family,
+            architecture,
+            encoder_decoder: told.or(by_family).or(by_tensor),
+        })
+    }
+
+    /// Whether `labels` are token ids (a language-model head over the vocabulary of `vocab` rows)
+    /// rather than classes, and what says so.
+    fn labels_are_tokens(&self, ctx: &Ctx<'_>, labels: &TensorRef<'_>, vocab: Option<i64>) -> Known<bool> {
+        if let Some(arch) = &self.architecture {
+            const TOKENS: [&str; 5] = [
+                "ForConditionalGeneration",
+                "ForCausalLM",
+                "LMHeadModel",
+                "ForMaskedLM",
+                "MTModel",
+            ];
+            const CLASSES: [&str; 5] = [
+                "ForSequenceClassification",
+                "ForTokenClassification",
+                "ForQuestionAnswering",
+                "ForMultipleChoice",
+                "ForImageClassification",
+            ];
+            if TOKENS.iter().any(|s| arch.contains(s)) {
+                return Some((true, arch.clone()));
+            }
+            if CLASSES.iter().any(|s| arch.contains(s)) {
+                return Some((false, arch.clone()));
+            }
+        }
+        let ids = ctx.find("input_ids").filter(|t| t.name != labels.name);
+        if let Some(ids) = &ids
+            && labels.shape.len() < ids.shape.len()
+        {
+            return Some((
+                false,
+                format!(
+                    "{} {} has one value per sequence of {} {}",
+                    labels.name,
+                    shape_text(labels.shape),
+                    ids.name,
+                    shape_text(ids.shape)
+                ),
+            ));
+        }
+        if let Some((true, why)) = &self.encoder_decoder {
+            return Some((true, why.clone()));
+        }
+        if let (Some(f), Some(ids)) = (&self.family, &ids)
+            && CAUSAL_LMS.contains(&f.as_str())
+            && labels.shape == ids.shape
+        {
+            return Some((true, format!("model_type {f}")));
+        }
+        if let Some(logits) = ctx.find("logits").filter(|l| l.name != labels.name)
+            && let Some((last, rest)) = logits.shape.split_last()
+            && rest == labels.shape
+        {
+            let why = format!("{} {}", logits.name, shape_text(logits.shape));
+            let classes = i64::try_from(*last).ok();
+            return match vocab {
+                Some(v) if Some(v) == classes => Some((true, why)),
+                Some(_) => Some((false, why)),
+                None => None,
+            };
+        }
+        // Per-token labels and no class count: the ids of a language model's targets.
+        let classes = ["num_classes", "num_labels", "model.num_labels"]
+            .iter()
+            .any(|k| ctx.snap.param(k).is_some_and(|v| !v.trim().is_empty()));
+        match &ids {
+            Some(ids) if !classes && labels.shape.len() >= 2 && labels.shape.len() == ids.shape.len() => {
+                Some((
+                    true,
+                    format!(
+                        "{} {} holds one id per token like {} {} and no num_labels is given",
+                        labels.name,
+                        shape_text(labels.shape),
+                        ids.name,
+                        shape_text(ids.shape)
+                    ),
+                ))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The vocabulary size, the ignore index and the reason when the model says `labels` are token
+/// ids (a language model's or an encoder-decoder's); `None` when it does not say so.
+pub(super) fn labels_as_tokens(
+    ctx: &mut Ctx<'_>,
+    labels: &TensorRef<'_>,
+) -> Result<Option<(Param<i64>, i64, String)>, ReplayError> {
+    let model = Model::read(ctx)?;
+    let Some(vocab) = table_size(ctx, "input_ids", Some(labels.name))? else {
+        return Ok(None);
+    };
+    let Some((true, why)) = model.labels_are_tokens(ctx, labels, Some(vocab.value)) else {
+        return Ok(None);
+    };
+    let ignore = ctx
+        .int("ignore_index", &["ignore_index"])?
+        .map_or(-100, |p| p.value);
+    ctx.used.insert("ignore_index".into(), ignore.to_string());
+    Ok(Some((vocab, ignore, why)))
+}
+
+/// The tensors whose ids index the word embedding, each against the vocabulary.
+fn words(ctx: &mut Ctx<'_>, role: &str) -> Result<Vec<Found>, ReplayError> {
+    let allow_negative = ctx.flag("allow_negative", false)?;
+    let primary = ctx.find(role);
+    let size = table_size(ctx, role, primary.map(|t| t.name))?;
+    let mut checked: Vec<&str> = Vec::new();
+    let mut parts = Vec::new();
+    match &primary {
+        Some(t) => {
+            checked.push(t.name);
+            parts.push(ids_within(ctx, t, role, size.as_ref(), allow_negative, None)?);
+        }
+        None => parts.push(Found::inconclusive(ctx.missing(role))),
+    }
+    // The encoder's and the decoder's ids, whichever the role did not name.
+    for other in ["input_ids", "decoder_input_ids"] {
+        if let Some(t) = ctx.find(other).filter(|t| !checked.contains(&t.name)) {
+            checked.push(t.name);
+            parts.push(ids_within(ctx, &t, other, size.as_ref(), false, None)?);
+        }
+    }
+    let Some(labels) = ctx.find("labels").filter(|t| !checked.contains(&t.name)) else {
+        return Ok(parts);
+    };
+    let model = Model::read(ctx)?;
+    let ignore = ctx
+        .int("ignore_index", &["ignore_index"])?
+        .map_or(-100, |p| p.value);
+    ctx.used.insert("ignore_index".into(), ignore.to_string());
+    let tokens = model.labels_are_tokens(ctx, &labels, size.as_ref().map(|s| s.value));
+    let Some(vocab) = &size else {
+        if !matches!(tokens, Some((false, _))) {
+            parts.push(Found::inconclusive(format!(
+                "{} (token ids of a language model or an encoder-decoder) have no vocabulary size to be checked against: add vocab_size to the metadata or --param vocab_size=N",
+                labels.name
+            )));
+        }
+        return Ok(parts);
+    };
+    let part = ids_within(ctx, &labels, "input_ids", Some(vocab), false, Some(ignore))?;
+    let has_ignore = ignore >= 0
+        || part
+            .scan
+            .as_ref()
+            .is_some_and(|(out, _, _)| matches!(out.min, Some(Scalar::Int(m)) if m < 0));
+    match (&tokens, part.verdict) {
+        (Some((false, _)), _) => {}
+        (Some((true, why)), Verdict::Confirmed) => {
+            let mut part = part;
+            let role = if model.encoder_decoder.as_ref().is_some_and(|(e, _)| *e) {
+                "token ids, the decoder's input ids once shifted right"
+            } else {
+                "token ids"
+            };
+            part.summary.push_str(&format!("; the labels are {role} ({why})"));
+            parts.push(part);
+        }
+        (Some((true, _)), _) => parts.push(part),
+        (None, Verdict::Confirmed) => parts.push(Found::inconclusive(format!(
+            "{} (unknown whether the labels are token ids or classes: add model_type, architectures or is_encoder_decoder to the metadata)",
+            part.summary
+        ))),
+        // Labels within the vocabulary cannot carry the cause, whatever they are.
+        (None, _) => parts.push(part),
+    }
+    let labels_feed_a_decoder = !matches!(model.encoder_decoder, Some((false, _)))
+        && !matches!(tokens, Some((false, _)))
+        && ctx.find("decoder_input_ids").is_none();
+    if labels_feed_a_decoder {
+        parts.push(shifted_in(ctx, &model, vocab, has_ignore)?);
+    }
+    Ok(parts)
+}
+
+/// The ids the shift to the right adds to the decoder's inputs: `decoder_start_token_id` in
+/// front, and `pad_token_id` where the labels hold the ignore index.
+fn shifted_in(
+    ctx: &mut Ctx<'_>,
+    model: &Model,
+    vocab: &Param<i64>,
+    has_ignore: bool,
+) -> Result<Found, ReplayError> {
+    let mut keys = vec!["decoder_start_token_id"];
+    if has_ignore {
+        keys.push("pad_token_id");
+    }
+    let mut known = Vec::new();
+    let mut unknown = Vec::new();
+    for key in keys {
+        match int_setting(ctx, key)? {
+            Some(p) => known.push(p),
+            None => unknown.push(key),
+        }
+    }
+    if let Some(p) = known.iter().find(|p| p.value < 0 || p.value >= vocab.value) {
+        let why = if p.value < 0 {
+            "< 0".to_owned()
+        } else {
+            format!(">= {} = {}", vocab.label, vocab.value)
+        };
+        return Ok(match &model.encoder_decoder {
+            Some((true, told)) => Found::new(
+                Verdict::Confirmed,
+                format!(
+                    "{} = {} {why}: the decoder's inputs are the labels shifted right, which puts it in them ({told})",
+                    p.label, p.value
+                ),
+            ),
+            _ => Found::inconclusive(format!(
+                "{} = {} {why}, an id of the decoder's inputs if the model is an encoder-decoder (unknown: add is_encoder_decoder or model_type)",
+                p.label, p.value
+            )),
+        });
+    }
+    if unknown.is_empty() {
+        let named: Vec<String> = known.iter().map(|p| format!("{} {}", p.label, p.value)).collect();
+        return Ok(Found::new(
+            Verdict::Refuted,
+            format!("{} in [0, {})", named.join(" and "), vocab.value),
+        ));
+    }
+    let missing = unknown.join(" / ");
+    Ok(Found::inconclusive(match &model.encoder_decoder {
+        Some((true, told)) => format!(
+            "the ids the shift to the right adds to the decoder's inputs ({told}): add {missing} to the metadata or --param {}=N",
+            unknown[0]
+        ),
+        _ => format!(
+            "whether the labels reach a decoder, shifted right behind {missing}: add is_encoder_decoder or model_type, and {missing}, to the metadata"
+        ),
+    }))
+}
+
+/// Where position 0 sits in the table, and how many rows the table has.
+struct Offset {
+    /// Rows before position 0.
+    rows_before: i64,
+    /// Rows the table has beyond `max_position_embeddings` (BART's 2).
+    extra_rows: i64,
+    /// What said so, for the summary (`bart: positions start at row 2 of a table of 34 rows`).
+    why: Option<String>,
+}
+
+/// The position offset: `position_offset` when given, else the family's, else unknown (`None`).
+fn offset(ctx: &mut Ctx<'_>, model: &Model) -> Result<Option<Offset>, ReplayError> {
+    let family = model.family.as_deref().unwrap_or("");
+    let row_two = ROW_TWO_OFFSET.contains(&family);
+    if let Some(p) = int_setting(ctx, "position_offset")? {
+        ctx.used.insert("position_offset".into(), p.value.to_string());
+        return Ok(Some(Offset {
+            rows_before: p.value,
+            extra_rows: if row_two { p.value } else { 0 },
+            why: Some(format!("{} = {}", p.label, p.value)),
+        }));
+    }
+    if row_two {
+        return Ok(Some(Offset {
+            rows_before: 2,
+            extra_rows: 2,
+            why: Some(format!(
+                "{family} positions start at row 2 of a table of max_position_embeddings + 2 rows"
+            )),
+        }));
+    }
+    if PADDING_OFFSET.contains(&family) {
+        let pad = int_setting(ctx, "pad_token_id")?.map_or(1, |p| p.value);
+        return Ok(Some(Offset {
+            rows_before: pad.saturating_add(1),
+            extra_rows: 0,
+            why: Some(format!("{family} positions start after padding_idx {pad}")),
+        }));
+    }
+    let known =
+        ENCODER_DECODERS.contains(&family) || CAUSAL_LMS.contains(&family) || ENCODERS.contains(&family);
+    Ok(known.then_some(Offset {
+        rows_before: 0,
+        extra_rows: 0,
+        why: None,
+    }))
+}
+
+/// The tensors that index the position table: explicit `position_ids`, else the length of the
+/// encoder's ids; and the length of the decoder's ids for an encoder-decoder.
+fn positions(ctx: &mut Ctx<'_>, role: &str) -> Result<Vec<Found>, ReplayError> {
+    let explicit = ctx.find(role);
+    let limit = table_size(ctx, "position_ids", explicit.map(|t| t.name))?;
+    let model = Model::read(ctx)?;
+    if let Some(f) = model.family.as_deref().filter(|f| NO_POSITION_TABLE.contains(f)) {
+        // Its position ids index no table: max_position_embeddings bounds nothing here.
+        return Ok(vec![Found::inconclusive(format!(
+            "{f} has no learned position table (rotary, relative or ALiBi positions), so no position can index past one; the lookup that failed is another"
+        ))]);
+    }
+    let mut parts = Vec::new();
+    if let Some(t) = &explicit {
+        parts.push(ids_within(ctx, t, "position_ids", limit.as_ref(), false, None)?);
+    }
+    let offset = offset(ctx, &model)?;
+    let encoder = ctx.find("input_ids");
+    if explicit.is_none() {
+        match &encoder {
+            Some(ids) => parts.push(length_fits(ids, "", limit.as_ref(), offset.as_ref())),
+            None => parts.push(Found::inconclusive(format!(
+                "{}, and no input_ids whose length implies them",
+                ctx.missing(role)
+            ))),
+        }
+    }
+    let decoder = ctx.find("decoder_input_ids").map(|t| (t, "")).or_else(|| {
+        ctx.find("labels")
+            .filter(|l| l.shape.len() >= 2)
+            .map(|l| (l, " (the decoder's inputs once shifted right)"))
+    });
+    let Some((dec, how)) = decoder else {
+        return Ok(parts);
+    };
+    let target = int_setting(ctx, "max_target_positions")?;
+    match &model.encoder_decoder {
+        Some((true, _)) => {
+            let limit = target.as_ref().or(limit.as_ref());
+            parts.push(length_fits(&dec, how, limit, offset.as_ref()));
+        }
+        Some((false, _)) => {}
+        None => {
+            let longer = encoder
+                .as_ref()
+                .is_none_or(|ids| ids.shape.last() < dec.shape.last());
+            if longer || target.is_some() {
+                parts.push(Found::inconclusive(format!(
+                    "the length {} of {}: unknown whether the model is an encoder-decoder whose decoder takes it (add is_encoder_decoder or model_type to the metadata)",
+                    dec.shape.last().copied().unwrap_or(0),
+                    dec.name
+                )));
+            }
+        }
+    }
+    Ok(parts)
+}
+
+/// Whether the positions the length of `ids` implies fit a table of `limit` positions.
+fn length_fits(ids: &TensorRef<'_>, how: &str, limit: Option<&Param<i64>>, offset: Option<&Offset>) -> Found {
+    let name = ids.name;
+    let shape = shape_text(ids.shape);
+    let Some(&len) = ids.shape.last() else {
+        return Found::inconclusive(format!("{name}{how} is a scalar: no sequence length"));
+    };
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    let Some(limit) = limit else {
+        return Found::inconclusive(format!(
+            "positions implied by {name}{how} (length {len}): max_position_embeddings unknown (add max_position_embeddings or n_positions to the metadata or --param max_position_embeddings=N)"
+        ));
+    };
+    let table = format!("{} = {}", limit.label, limit.value);
+    let Some(offset) = offset else {
+        // Any offset leaves fewer positions than rows: past the rows, past the table.
+        return if len > limit.value {
+            Found::new(
+                Verdict::Confirmed,
+                format!(
+                    "{name}{how} length {len} > {table}: positions {}..{} have no row ({name} shape {shape}; position offset unknown, 0 assumed, a larger one only leaves fewer)",
+                    limit.value,
+                    len - 1
+                ),
+            )
+        } else if len.saturating_add(2) <= limit.value {
+            Found::new(
+                Verdict::Refuted,
+                format!(
+                    "{name}{how} length {len} <= {table}, even with positions starting at row 2 as in RoBERTa-style models"
+                ),
+            )
+        } else {
+            Found::inconclusive(format!(
+                "{name}{how} length {len} fits {table} only if positions start at row 0 (RoBERTa-style models start at row 2): add model_type or position_offset to the metadata"
+            ))
+        };
+    };
+    let rows = limit.value.saturating_add(offset.extra_rows);
+    let available = rows.saturating_sub(offset.rows_before);
+    let because = offset.why.as_ref().map_or_else(String::new, |w| format!("; {w}"));
+    if len > available {
+        Found::new(
+            Verdict::Confirmed,
+            format!(
+                "{name}{how} length {len} > the {available} positions of {table}: positions {available}..{} have no row ({name} shape {shape}{because})",
+                len - 1
+            ),
+        )
+    } else {
+        Found::new(
+            Verdict::Refuted,
+            format!("{name}{how} length {len} <= the {available} positions of {table}{because}"),
+        )
+    }
+}
+
+/// One verdict from the parts: the first offending part confirms; all parts refuted refute;
+/// anything else is inconclusive, saying what was checked and what was not.
+pub(super) fn combine(mut parts: Vec<Found>) -> Found {
+    if parts.is_empty() {
+        return Found::inconclusive("no tensor of the snapshot indexes this table".into());
+    }
+    if parts.len() == 1
+        && let Some(only) = parts.pop()
+    {
+        return elsewhere(only);
+    }
+    if let Some(i) = parts.iter().position(|p| p.verdict == Verdict::Confirmed) {
+        return parts.swap_remove(i);
+    }
+    let checked: Vec<&str> = parts
+        .iter()
+        .filter(|p| p.verdict == Verdict::Refuted)
+        .map(|p| p.summary.as_str())
+        .collect();
+    let unchecked: Vec<&str> = parts
+        .iter()
+        .filter(|p| p.verdict == Verdict::Inconclusive)
+        .map(|p| p.summary.as_str())
+        .collect();
+    let summary = if unchecked.is_empty() {
+        format!("{}; the assert comes from elsewhere", checked.join("; "))
+    } else if checked.is_empty() {
+        format!("not checked: {}", unchecked.join("; "))
+    } else {
+        format!(
+            "checked: {}; not checked: {}",
+            checked.join("; "),
+            unchecked.join("; ")
+        )
+    };
+    let verdict = if unchecked.is_empty() && !checked.is_empty() {
+        Verdict::Refuted
+    } else {
+        Verdict::Inconclusive
+    };
+    // The first scanned part's numbers stand for the whole.
+    let scanned = parts.into_iter().find(|p| p.scan.is_some());
+    Found {
+        verdict,
+        summary,
+        tensor: scanned.as_ref().and_then(|p| p.tensor.clone()),
+        offending: scanned.as_ref().map_or(0, |p| p.offending),
+        scan: scanned.and_then(|p| p.scan),
+    }
+}

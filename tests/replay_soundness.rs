@@ -1,0 +1,603 @@
+//! Replay verdicts you can trust: a cause is refuted only when every tensor that could carry it
+//! was checked against a known limit, and confirmed only when one of them offends.
+//!
+//! The two wrong verdicts of real failing steps (a T5 whose labels hold an id past the
+//! vocabulary, a BART fed sequences longer than its position table) as sentences, and a property
+//! over generated encoder-only, decoder-only and encoder-decoder snapshots, written by the
+//! safetensors crate and as numpy-style `.npz`, with their metadata whole or in part.
+
+use std::collections::BTreeMap;
+use std::io::{Cursor, Write};
+
+use faultline::replay::check::{self, CheckSpec};
+use faultline::replay::cpu::Cpu;
+use faultline::replay::{CheckResult, Limits, Snapshot, Verdict};
+use proptest::prelude::*;
+use safetensors::tensor::{Dtype, TensorView};
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, ZipWriter};
+
+/// A named int64 tensor.
+struct Ids {
+    name: &'static str,
+    shape: Vec<usize>,
+    values: Vec<i64>,
+}
+
+fn ids(name: &'static str, shape: &[usize], values: Vec<i64>) -> Ids {
+    Ids {
+        name,
+        shape: shape.to_vec(),
+        values,
+    }
+}
+
+/// `rows x cols` ids counting up from 1 and wrapping below `below`.
+fn counting(rows: usize, cols: usize, below: i64) -> Vec<i64> {
+    (0..rows * cols).map(|i| 1 + i as i64 % (below - 1)).collect()
+}
+
+fn le_bytes(values: &[i64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// A safetensors file made by the safetensors crate, as `safetensors.torch.save_file` writes one.
+fn safetensors_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
+    let bytes: Vec<Vec<u8>> = tensors.iter().map(|t| le_bytes(&t.values)).collect();
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .zip(&bytes)
+        .map(|(t, b)| {
+            let view = TensorView::new(Dtype::I64, t.shape.clone(), b).unwrap_or_else(|e| panic!("{e}"));
+            (t.name.to_owned(), view)
+        })
+        .collect();
+    let meta: std::collections::HashMap<String, String> =
+        meta.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    safetensors::serialize(views, Some(meta)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// An `.npy` member as numpy writes an int64 array (version 1, header padded to 64 bytes).
+fn npy(shape: &[usize], values: &[i64]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '<i8', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&le_bytes(values));
+    out
+}
+
+/// A numpy-style `.npz`: one `.npy` member per tensor, the metadata as `params.json` (numbers
+/// and booleans as JSON values, the rest as strings).
+fn npz_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
+    let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
+    let options = SimpleFileOptions::default().compression_method(CompressionMethod::Deflated);
+    for t in tensors {
+        zip.start_file(format!("{}.npy", t.name), options)
+            .unwrap_or_else(|e| panic!("{e}"));
+        zip.write_all(&npy(&t.shape, &t.values))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let params: serde_json::Map<String, serde_json::Value> = meta
+        .iter()
+        .map(|(k, v)| {
+            let value = serde_json::from_str::<serde_json::Value>(v)
+                .ok()
+                .filter(|j| j.is_number() || j.is_boolean())
+                .unwrap_or_else(|| serde_json::Value::String(v.clone()));
+            (k.clone(), value)
+        })
+        .collect();
+    zip.start_file("params.json", options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    zip.write_all(serde_json::Value::Object(params).to_string().as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
+    zip.finish().unwrap_or_else(|e| panic!("{e}")).into_inner()
+}
+
+fn read(bytes: Vec<u8>) -> Snapshot {
+    Snapshot::from_bytes(bytes, &Limits::default()).unwrap_or_else(|e| panic!("refused: {e}"))
+}
+
+/// Metadata as a snapshot's writer gives it: keys and text values.
+type Meta = Vec<(String, String)>;
+
+fn meta(pairs: &[(&str, &str)]) -> Meta {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `index_bounds` for the ids of the table `tensor` names, as the embedding rule's causes run it.
+fn index_bounds(snapshot: &Snapshot, tensor: &str) -> CheckResult {
+    let spec = CheckSpec {
+        name: "index_bounds".into(),
+        params: BTreeMap::from([("tensor".to_owned(), tensor.to_owned())]),
+    };
+    check::run(&spec, snapshot, &Cpu::new()).unwrap_or_else(|e| panic!("check failed: {e}"))
+}
+
+/// The T5 step of issue 20: labels [2, 8] with `labels[1, 7] = bad`, input ids in range.
+fn t5_step(bad: i64) -> Vec<Ids> {
+    let mut labels = counting(2, 8, 32100);
+    labels[3] = -100;
+    labels[15] = bad;
+    vec![
+        ids("input_ids", &[2, 8], counting(2, 8, 32100)),
+        ids("labels", &[2, 8], labels),
+    ]
+}
+
+#[test]
+fn a_t5_label_past_the_vocabulary_confirms_the_token_id_cause_and_names_the_label() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "labels[1, 7] = 32128 >= vocab_size = 32100 (1 of 16 values out of range; max 32128)"
+        ),
+        "{}",
+        r.summary
+    );
+    assert_eq!(r.tensor.as_deref(), Some("labels"));
+}
+
+#[test]
+fn with_the_model_known_the_t5_label_is_named_as_the_decoders_input() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100"), ("model_type", "t5")]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed);
+    assert!(
+        r.summary.ends_with(
+            "the labels are token ids, the decoder's input ids once shifted right (model_type t5)"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn the_labels_cause_of_the_index_kernel_reads_vocab_size_when_the_labels_are_token_ids() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let r = index_bounds(&snapshot, "labels");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("labels[1, 7] = 32128 >= vocab_size = 32100"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_t5_step_in_range_with_every_limit_known_refutes_the_token_id_cause() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[
+            ("vocab_size", "32100"),
+            ("model_type", "t5"),
+            ("decoder_start_token_id", "0"),
+            ("pad_token_id", "0"),
+        ]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "all 16 input_ids in [0, 32100); all 16 labels in [0, 32100) or ignore_index -100; \
+         decoder_start_token_id 0 and pad_token_id 0 in [0, 32100); the assert comes from elsewhere"
+    );
+}
+
+#[test]
+fn a_t5_step_in_range_without_the_decoder_start_token_is_inconclusive_and_names_the_key() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[("vocab_size", "32100"), ("model_type", "t5")]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("checked: all 16 input_ids in [0, 32100)"),
+        "{}",
+        r.summary
+    );
+    assert!(
+        r.summary
+            .contains("not checked: the ids the shift to the right adds to the decoder's inputs (model_type t5): add decoder_start_token_id / pad_token_id"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_t5_step_without_vocab_size_is_inconclusive_and_says_to_add_it() {
+    let snapshot = read(safetensors_file(&t5_step(32128), &meta(&[("model_type", "t5")])));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.contains("no size for input_ids: add vocab_size"),
+        "{}",
+        r.summary
+    );
+    assert!(r.summary.contains("labels (token ids"), "{}", r.summary);
+}
+
+/// The BART step of issue 20: input ids [4, len], labels [4, 20].
+fn bart_step(len: usize) -> Vec<Ids> {
+    vec![
+        ids("input_ids", &[4, len], counting(4, len, 50265)),
+        ids("labels", &[4, 20], counting(4, 20, 50265)),
+    ]
+}
+
+#[test]
+fn bart_inputs_longer_than_the_position_table_confirm_the_position_cause_by_their_length() {
+    let snapshot = read(safetensors_file(
+        &bart_step(80),
+        &meta(&[("max_position_embeddings", "32"), ("vocab_size", "50265")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "input_ids length 80 > max_position_embeddings = 32: positions 32..79 have no row (input_ids shape [4, 80]"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn with_model_type_bart_the_position_offset_is_named() {
+    let snapshot = read(safetensors_file(
+        &bart_step(80),
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "bart")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed);
+    assert_eq!(
+        r.summary,
+        "input_ids length 80 > the 32 positions of max_position_embeddings = 32: positions 32..79 have no row \
+         (input_ids shape [4, 80]; bart positions start at row 2 of a table of max_position_embeddings + 2 rows)"
+    );
+}
+
+#[test]
+fn bart_inputs_within_the_position_table_refute_the_position_cause_for_encoder_and_decoder() {
+    let snapshot = read(safetensors_file(
+        &bart_step(30),
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "bart")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("input_ids length 30 <= the 32 positions"),
+        "{}",
+        r.summary
+    );
+    assert!(
+        r.summary
+            .contains("labels (the decoder's inputs once shifted right) length 20 <= the 32 positions"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn without_max_position_embeddings_the_position_cause_is_inconclusive_and_names_the_key() {
+    let snapshot = read(safetensors_file(&bart_step(80), &meta(&[("model_type", "bart")])));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary
+            .contains("positions implied by input_ids (length 80): max_position_embeddings unknown (add max_position_embeddings"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn the_token_id_cause_of_the_bart_step_checks_more_than_input_ids() {
+    // Every id in range, but nothing says what the model is: the labels might feed a decoder
+    // behind a start token nobody gave.
+    let snapshot = read(safetensors_file(
+        &bart_step(80),
+        &meta(&[("vocab_size", "50265")]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "checked: all 320 input_ids in [0, 50265); all 80 labels in [0, 50265) or ignore_index -100; not checked:"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_roberta_length_that_fits_only_without_its_padding_offset_confirms() {
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[1, 513], counting(1, 513, 50265))],
+        &meta(&[
+            ("max_position_embeddings", "514"),
+            ("model.model_type", "roberta"),
+        ]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("input_ids length 513 > the 512 positions of max_position_embeddings = 514"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_rotary_model_has_no_position_table_to_refute_or_confirm() {
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[1, 64], counting(1, 64, 100))],
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "llama")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("llama has no learned position table"),
+        "{}",
+        r.summary
+    );
+}
+
+// ---- The property: never refuted when the cause holds, never confirmed when it does not. ----
+
+/// What a generated model is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// A BERT classifier: labels are one class per sequence.
+    EncoderOnly,
+    /// A GPT-2 language model: labels are the input ids, -100 where masked.
+    DecoderOnly,
+    /// A BART: labels are the decoder's ids, shifted right (or `decoder_input_ids` given).
+    EncoderDecoder,
+}
+
+/// Where a generated out-of-vocabulary id goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bad {
+    None,
+    InputIds,
+    DecoderIds,
+    Labels,
+}
+
+#[derive(Debug, Clone)]
+struct Step {
+    layout: Layout,
+    batch: usize,
+    enc_len: usize,
+    dec_len: usize,
+    vocab: i64,
+    positions: i64,
+    bad: Bad,
+    bad_at: usize,
+    bad_by: i64,
+    masked: Vec<bool>,
+    with_decoder_ids: bool,
+    /// Which metadata keys are written.
+    keys: [bool; 6],
+    npz: bool,
+}
+
+const KEYS: [&str; 6] = [
+    "vocab_size",
+    "max_position_embeddings",
+    "model_type",
+    "is_encoder_decoder",
+    "decoder_start_token_id",
+    "pad_token_id",
+];
+
+fn step() -> impl Strategy<Value = Step> {
+    let layout = prop_oneof![
+        Just(Layout::EncoderOnly),
+        Just(Layout::DecoderOnly),
+        Just(Layout::EncoderDecoder)
+    ];
+    let bad = prop_oneof![
+        Just(Bad::None),
+        Just(Bad::InputIds),
+        Just(Bad::DecoderIds),
+        Just(Bad::Labels)
+    ];
+    let sizes = (layout, 1usize..4, 1usize..14, 1usize..14, 5i64..60, 4i64..12);
+    let values = (
+        bad,
+        0usize..1000,
+        0i64..5,
+        proptest::collection::vec(any::<bool>(), 14 * 3),
+        any::<bool>(),
+        proptest::array::uniform6(any::<bool>()),
+        any::<bool>(),
+    );
+    (sizes, values).prop_map(
+        |(
+            (layout, batch, enc_len, dec_len, vocab, positions),
+            (bad, bad_at, bad_by, masked, with_decoder_ids, keys, npz),
+        )| Step {
+            layout,
+            batch,
+            enc_len,
+            dec_len,
+            vocab,
+            positions,
+            bad,
+            bad_at,
+            bad_by,
+            masked,
+            with_decoder_ids,
+            keys,
+            npz,
+        },
+    )
+}
+
+impl Step {
+    /// The tensors and metadata of the step, and whether each cause holds in it.
+    fn build(&self) -> (Vec<Ids>, Meta, bool, bool) {
+        let (b, v) = (self.batch, self.vocab);
+        let mut input_ids = counting(b, self.enc_len, v);
+        let mut tensors = Vec::new();
+        let mut token_cause = false;
+        let place = |values: &mut Vec<i64>, cause: &mut bool| {
+            let at = self.bad_at % values.len();
+            values[at] = v + self.bad_by;
+            *cause = true;
+        };
+        if self.bad == Bad::InputIds {
+            place(&mut input_ids, &mut token_cause);
+        }
+        let mut position_cause = self.enc_len as i64 > self.positions;
+        match self.layout {
+            Layout::EncoderOnly => {
+                tensors.push(ids("input_ids", &[b, self.enc_len], input_ids));
+                tensors.push(ids("labels", &[b], (0..b as i64).map(|i| i % 3).collect()));
+            }
+            Layout::DecoderOnly => {
+                let mut labels = input_ids.clone();
+                for (l, &m) in labels.iter_mut().zip(&self.masked) {
+                    if m {
+                        *l = -100;
+                    }
+                }
+                if matches!(self.bad, Bad::Labels | Bad::DecoderIds) {
+                    place(&mut labels, &mut token_cause);
+                }
+                tensors.push(ids("input_ids", &[b, self.enc_len], input_ids));
+                tensors.push(ids("labels", &[b, self.enc_len], labels));
+            }
+            Layout::EncoderDecoder => {
+                position_cause |= self.dec_len as i64 > self.positions;
+                let mut labels = counting(b, self.dec_len, v);
+                for (l, &m) in labels.iter_mut().zip(&self.masked) {
+                    if m {
+                        *l = -100;
+                    }
+                }
+                tensors.push(ids("input_ids", &[b, self.enc_len], input_ids));
+                if self.with_decoder_ids {
+                    let mut decoder = counting(b, self.dec_len, v);
+                    if self.bad == Bad::DecoderIds {
+                        place(&mut decoder, &mut token_cause);
+                    }
+                    tensors.push(ids("decoder_input_ids", &[b, self.dec_len], decoder));
+                }
+                if self.bad == Bad::Labels || (self.bad == Bad::DecoderIds && !self.with_decoder_ids) {
+                    place(&mut labels, &mut token_cause);
+                }
+                tensors.push(ids("labels", &[b, self.dec_len], labels));
+            }
+        }
+        let (model_type, encoder_decoder) = match self.layout {
+            Layout::EncoderOnly => ("bert", "false"),
+            Layout::DecoderOnly => ("gpt2", "false"),
+            Layout::EncoderDecoder => ("bart", "true"),
+        };
+        let values = [
+            self.vocab.to_string(),
+            self.positions.to_string(),
+            model_type.to_owned(),
+            encoder_decoder.to_owned(),
+            "0".to_owned(),
+            "1".to_owned(),
+        ];
+        let meta = KEYS
+            .iter()
+            .zip(values)
+            .zip(self.keys)
+            .filter(|(_, written)| *written)
+            .map(|((k, v), _)| (k.to_string(), v))
+            .collect();
+        (tensors, meta, token_cause, position_cause)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_cause_that_holds_is_never_refuted_and_one_that_does_not_is_never_confirmed(step in step()) {
+        let (tensors, meta, token_cause, position_cause) = step.build();
+        let file = if step.npz { npz_file(&tensors, &meta) } else { safetensors_file(&tensors, &meta) };
+        let snapshot = read(file);
+        for (role, holds) in [("input_ids", token_cause), ("position_ids", position_cause)] {
+            let r = index_bounds(&snapshot, role);
+            if holds {
+                prop_assert_ne!(r.verdict, Verdict::Refuted, "{} cause holds: {}", role, r.summary);
+            } else {
+                prop_assert_ne!(r.verdict, Verdict::Confirmed, "{} cause does not hold: {}", role, r.summary);
+            }
+        }
+    }
+}
+
+#[test]
+fn with_every_key_written_the_generated_steps_get_a_verdict_either_way() {
+    // The property allows "inconclusive" everywhere; with the metadata whole, a layout's answer is
+    // an answer.
+    for layout in [Layout::EncoderOnly, Layout::DecoderOnly, Layout::EncoderDecoder] {
+        for bad in [Bad::None, Bad::Labels] {
+            let step = Step {
+                layout,
+                batch: 2,
+                enc_len: 6,
+                dec_len: 5,
+                vocab: 40,
+                positions: 8,
+                bad: if layout == Layout::EncoderOnly && bad == Bad::Labels {
+                    Bad::InputIds
+                } else {
+                    bad
+                },
+                bad_at: 3,
+                bad_by: 1,
+                masked: vec![false, true, false, false],
+                with_decoder_ids: false,
+                keys: [true; 6],
+                npz: false,
+            };
+            let (tensors, meta, token_cause, _) = step.build();
+            let snapshot = read(safetensors_file(&tensors, &meta));
+            let r = index_bounds(&snapshot, "input_ids");
+            let expected = if token_cause {
+                Verdict::Confirmed
+            } else {
+                Verdict::Refuted
+            };
+            assert_eq!(r.verdict, expected, "{layout:?} {bad:?}: {}", r.summary);
+            let r = index_bounds(&snapshot, "position_ids");
+            assert_eq!(r.verdict, Verdict::Refuted, "{layout:?}: {}", r.summary);
+        }
+    }
+}
