@@ -601,3 +601,104 @@ fn with_every_key_written_the_generated_steps_get_a_verdict_either_way() {
         }
     }
 }
+
+// ---- The log picks the suspects: a traceback in the decoder implicates the decoder's inputs. ----
+
+/// The T5 failure of issue 20 as torch 2.11 prints it: the gather kernel's assert, the last model
+/// frame `self.decoder(`, then the decoder's token lookup.
+const T5_LOG: &str = r#"/pytorch/aten/src/ATen/native/cuda/IndexKernelUtils.cu:16: vectorized_gather_kernel: block: [12,0,0], thread: [5,0,0] Assertion `ind >=0 && ind < ind_dim_size && "vectorized gather kernel index out of bounds"` failed.
+Traceback (most recent call last):
+  File "/work/train.py", line 41, in <module>
+    loss = model(**batch).loss
+           ^^^^^^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/transformers/models/t5/modeling_t5.py", line 1702, in forward
+    decoder_outputs = self.decoder(
+                      ^^^^^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/transformers/models/t5/modeling_t5.py", line 1011, in forward
+    inputs_embeds = self.embed_tokens(input_ids)
+                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/sparse.py", line 189, in forward
+    return F.embedding(
+           ^^^^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/functional.py", line 2567, in embedding
+    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+torch.AcceleratorError: CUDA error: device-side assert triggered
+"#;
+
+/// The verdict and summary of the first cause titled with `title` in the top finding.
+fn outcome_of(diagnosis: &faultline::model::Diagnosis, title: &str) -> (Verdict, String) {
+    let top = &diagnosis.findings[0];
+    let cause = top
+        .causes
+        .iter()
+        .find(|c| c.title.starts_with(title))
+        .unwrap_or_else(|| panic!("no cause {title:?} in {}", top.rule));
+    let outcome = cause
+        .outcome
+        .as_ref()
+        .unwrap_or_else(|| panic!("cause {title:?} was not replayed"));
+    (outcome.verdict, outcome.summary.clone())
+}
+
+fn diagnose_and_replay(log: &str, snapshot: &Snapshot) -> faultline::model::Diagnosis {
+    let rules = faultline::rules::RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let mut diagnosis = faultline::diagnose::analyze_str(&rules, log);
+    faultline::replay::replay_diagnosis(&mut diagnosis, snapshot, &Cpu::new());
+    diagnosis
+}
+
+#[test]
+fn the_t5_failure_replayed_from_its_log_confirms_the_token_id_cause_by_the_labels() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let diagnosis = diagnose_and_replay(T5_LOG, &snapshot);
+    assert_eq!(diagnosis.findings[0].rule, "assert.embedding_gather");
+    let (verdict, summary) = outcome_of(&diagnosis, "Token ids past the vocabulary");
+    assert_eq!(verdict, Verdict::Confirmed, "{summary}");
+    assert!(
+        summary.starts_with("labels[1, 7] = 32128 >= vocab_size = 32100"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_decoder_traceback_with_only_input_ids_saved_is_never_refuted() {
+    // Before: "refuted: all input_ids in [0, V)". The log says the decoder's lookup failed, and
+    // the snapshot holds nothing the decoder took.
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[2, 8], counting(2, 8, 32100))],
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let diagnosis = diagnose_and_replay(T5_LOG, &snapshot);
+    let (verdict, summary) = outcome_of(&diagnosis, "Token ids past the vocabulary");
+    assert_eq!(verdict, Verdict::Inconclusive, "{summary}");
+    assert!(
+        summary.contains(
+            "not checked: the decoder's input ids (the traceback is in the decoder: decoder embed_tokens): the snapshot holds neither decoder_input_ids nor labels"
+        ),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_decoder_traceback_puts_the_decoders_inputs_first() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[
+            ("vocab_size", "32100"),
+            ("model_type", "t5"),
+            ("decoder_start_token_id", "0"),
+            ("pad_token_id", "0"),
+        ]),
+    ));
+    let diagnosis = diagnose_and_replay(T5_LOG, &snapshot);
+    let (verdict, summary) = outcome_of(&diagnosis, "Token ids past the vocabulary");
+    assert_eq!(verdict, Verdict::Refuted, "{summary}");
+    assert!(
+        summary.starts_with("all 16 labels in [0, 32100) or ignore_index -100"),
+        "{summary}"
+    );
+}

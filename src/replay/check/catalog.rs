@@ -73,6 +73,12 @@ pub const CHECKS: &[CheckInfo] = &[
                 help: "the label value a language model's loss skips (labels checked as token ids)",
             },
             ParamInfo {
+                name: "frames",
+                aliases: &[],
+                default: "none (a rule fills it from the traceback: `{stack|} {table|}`)",
+                help: "the model frames of the log's traceback (decoder, embed_tokens, embed_positions, …): a decoder frame implicates the decoder's inputs, whose results come first",
+            },
+            ParamInfo {
                 name: "max_target_positions",
                 aliases: &[],
                 default: "metadata, else max_position_embeddings",

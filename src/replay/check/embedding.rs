@@ -36,13 +36,77 @@ impl Table {
     }
 }
 
+/// Which stack a tensor feeds: the results of the stack the log's traceback is in come first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The encoder, or the only stack of an encoder-only or decoder-only model.
+    Encoder,
+    /// The decoder of an encoder-decoder.
+    Decoder,
+}
+
+/// What the log's traceback says: the `frames` parameter, the model frames a rule extracted
+/// from it (`decoder embed_tokens` for `self.decoder(` then `self.embed_tokens(`).
+struct Trace {
+    /// The frames as given, for the summary.
+    frames: String,
+    /// Whether the lookup ran inside a `decoder` module.
+    decoder: bool,
+}
+
+impl Trace {
+    fn read(ctx: &mut Ctx<'_>) -> Trace {
+        let frames = ctx.lookup(&["frames"]).map(|(_, v)| v).unwrap_or_default();
+        if !frames.is_empty() {
+            ctx.used.insert("frames".into(), frames.clone());
+        }
+        let decoder = frames
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w.eq_ignore_ascii_case("decoder"));
+        Trace { frames, decoder }
+    }
+}
+
 /// Checks every tensor that indexes `table` and gives their one verdict.
 pub(super) fn table_bounds(ctx: &mut Ctx<'_>, table: Table, role: &str) -> Result<Found, ReplayError> {
-    let parts = match table {
-        Table::Words => words(ctx, role)?,
-        Table::Positions => positions(ctx, role)?,
+    let trace = Trace::read(ctx);
+    let model = Model::read(ctx)?;
+    let mut parts = match table {
+        Table::Words => words(ctx, &model, role)?,
+        Table::Positions => positions(ctx, &model, role)?,
     };
-    Ok(combine(parts))
+    // A decoder the log implicates must have had its inputs checked (an OPT-style decoder-only
+    // model calls its stack `decoder` too: then its inputs are the input ids, checked above).
+    let decoder_checked = parts.iter().any(|(side, _)| *side == Side::Decoder);
+    if trace.decoder && !decoder_checked && !matches!(model.encoder_decoder, Some((false, _))) {
+        let what = match table {
+            Table::Words => "input ids",
+            Table::Positions => "length",
+        };
+        let found = match &model.encoder_decoder {
+            Some((true, why)) => Found::inconclusive(format!(
+                "the decoder's {what} (the traceback is in the decoder: {}; {why}): the snapshot holds neither decoder_input_ids nor labels",
+                trace.frames
+            )),
+            _ if ctx.find("labels").is_none() && ctx.find("decoder_input_ids").is_none() => {
+                Found::inconclusive(format!(
+                    "the decoder's {what} (the traceback is in the decoder: {}): the snapshot holds neither decoder_input_ids nor labels; add them, or is_encoder_decoder = false if the decoder's inputs are input_ids",
+                    trace.frames
+                ))
+            }
+            // Labels the model may shift into its decoder were judged above.
+            _ => Found::inconclusive(format!(
+                "the decoder's {what} (the traceback is in the decoder: {}): unknown whether the model is an encoder-decoder (add is_encoder_decoder or model_type)",
+                trace.frames
+            )),
+        };
+        parts.push((Side::Decoder, found));
+    }
+    if trace.decoder {
+        // Stable: the decoder's results first, each side in its own order.
+        parts.sort_by_key(|(side, _)| *side != Side::Decoder);
+    }
+    Ok(combine(parts.into_iter().map(|(_, found)| found).collect()))
 }
 
 /// A fact about the model and what said so (`model_type = t5`), or `None` when nothing did.
@@ -382,41 +446,57 @@ pub(super) fn labels_as_tokens(
 }
 
 /// The tensors whose ids index the word embedding, each against the vocabulary.
-fn words(ctx: &mut Ctx<'_>, role: &str) -> Result<Vec<Found>, ReplayError> {
+fn words(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, Found)>, ReplayError> {
     let allow_negative = ctx.flag("allow_negative", false)?;
     let primary = ctx.find(role);
     let size = table_size(ctx, role, primary.map(|t| t.name))?;
+    let side_of = |t: &TensorRef<'_>| {
+        if ctx.find("decoder_input_ids").is_some_and(|d| d.name == t.name) {
+            Side::Decoder
+        } else {
+            Side::Encoder
+        }
+    };
     let mut checked: Vec<&str> = Vec::new();
     let mut parts = Vec::new();
     match &primary {
         Some(t) => {
             checked.push(t.name);
-            parts.push(ids_within(ctx, t, role, size.as_ref(), allow_negative, None)?);
+            let found = ids_within(ctx, t, role, size.as_ref(), allow_negative, None)?;
+            parts.push((side_of(t), found));
         }
-        None => parts.push(Found::inconclusive(ctx.missing(role))),
+        None => parts.push((Side::Encoder, Found::inconclusive(ctx.missing(role)))),
     }
     // The encoder's and the decoder's ids, whichever the role did not name.
     for other in ["input_ids", "decoder_input_ids"] {
         if let Some(t) = ctx.find(other).filter(|t| !checked.contains(&t.name)) {
             checked.push(t.name);
-            parts.push(ids_within(ctx, &t, other, size.as_ref(), false, None)?);
+            let found = ids_within(ctx, &t, other, size.as_ref(), false, None)?;
+            parts.push((side_of(&t), found));
         }
     }
     let Some(labels) = ctx.find("labels").filter(|t| !checked.contains(&t.name)) else {
         return Ok(parts);
     };
-    let model = Model::read(ctx)?;
     let ignore = ctx
         .int("ignore_index", &["ignore_index"])?
         .map_or(-100, |p| p.value);
     ctx.used.insert("ignore_index".into(), ignore.to_string());
     let tokens = model.labels_are_tokens(ctx, &labels, size.as_ref().map(|s| s.value));
+    let labels_feed_a_decoder = !matches!(model.encoder_decoder, Some((false, _)))
+        && !matches!(tokens, Some((false, _)))
+        && ctx.find("decoder_input_ids").is_none();
+    let side = if labels_feed_a_decoder {
+        Side::Decoder
+    } else {
+        Side::Encoder
+    };
     let Some(vocab) = &size else {
         if !matches!(tokens, Some((false, _))) {
-            parts.push(Found::inconclusive(format!(
+            parts.push((side, Found::inconclusive(format!(
                 "{} (token ids of a language model or an encoder-decoder) have no vocabulary size to be checked against: add vocab_size to the metadata or --param vocab_size=N",
                 labels.name
-            )));
+            ))));
         }
         return Ok(parts);
     };
@@ -436,21 +516,18 @@ fn words(ctx: &mut Ctx<'_>, role: &str) -> Result<Vec<Found>, ReplayError> {
                 "token ids"
             };
             part.summary.push_str(&format!("; the labels are {role} ({why})"));
-            parts.push(part);
+            parts.push((side, part));
         }
-        (Some((true, _)), _) => parts.push(part),
-        (None, Verdict::Confirmed) => parts.push(Found::inconclusive(format!(
+        (Some((true, _)), _) => parts.push((side, part)),
+        (None, Verdict::Confirmed) => parts.push((side, Found::inconclusive(format!(
             "{} (unknown whether the labels are token ids or classes: add model_type, architectures or is_encoder_decoder to the metadata)",
             part.summary
-        ))),
+        )))),
         // Labels within the vocabulary cannot carry the cause, whatever they are.
-        (None, _) => parts.push(part),
+        (None, _) => parts.push((side, part)),
     }
-    let labels_feed_a_decoder = !matches!(model.encoder_decoder, Some((false, _)))
-        && !matches!(tokens, Some((false, _)))
-        && ctx.find("decoder_input_ids").is_none();
     if labels_feed_a_decoder {
-        parts.push(shifted_in(ctx, &model, vocab, has_ignore)?);
+        parts.push((Side::Decoder, shifted_in(ctx, model, vocab, has_ignore)?));
     }
     Ok(parts)
 }
@@ -564,30 +641,34 @@ fn offset(ctx: &mut Ctx<'_>, model: &Model) -> Result<Option<Offset>, ReplayErro
 
 /// The tensors that index the position table: explicit `position_ids`, else the length of the
 /// encoder's ids; and the length of the decoder's ids for an encoder-decoder.
-fn positions(ctx: &mut Ctx<'_>, role: &str) -> Result<Vec<Found>, ReplayError> {
+fn positions(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, Found)>, ReplayError> {
     let explicit = ctx.find(role);
     let limit = table_size(ctx, "position_ids", explicit.map(|t| t.name))?;
-    let model = Model::read(ctx)?;
     if let Some(f) = model.family.as_deref().filter(|f| NO_POSITION_TABLE.contains(f)) {
         // Its position ids index no table: max_position_embeddings bounds nothing here.
-        return Ok(vec![Found::inconclusive(format!(
-            "{f} has no learned position table (rotary, relative or ALiBi positions), so no position can index past one; the lookup that failed is another"
-        ))]);
+        return Ok(vec![(
+            Side::Encoder,
+            Found::inconclusive(format!(
+                "{f} has no learned position table (rotary, relative or ALiBi positions), so no position can index past one; the lookup that failed is another"
+            )),
+        )]);
     }
     let mut parts = Vec::new();
     if let Some(t) = &explicit {
-        parts.push(ids_within(ctx, t, "position_ids", limit.as_ref(), false, None)?);
+        let found = ids_within(ctx, t, "position_ids", limit.as_ref(), false, None)?;
+        parts.push((Side::Encoder, found));
     }
-    let offset = offset(ctx, &model)?;
+    let offset = offset(ctx, model)?;
     let encoder = ctx.find("input_ids");
     if explicit.is_none() {
-        match &encoder {
-            Some(ids) => parts.push(length_fits(ids, "", limit.as_ref(), offset.as_ref())),
-            None => parts.push(Found::inconclusive(format!(
+        let found = match &encoder {
+            Some(ids) => length_fits(ids, "", limit.as_ref(), offset.as_ref()),
+            None => Found::inconclusive(format!(
                 "{}, and no input_ids whose length implies them",
                 ctx.missing(role)
-            ))),
-        }
+            )),
+        };
+        parts.push((Side::Encoder, found));
     }
     let decoder = ctx.find("decoder_input_ids").map(|t| (t, "")).or_else(|| {
         ctx.find("labels")
@@ -601,7 +682,7 @@ fn positions(ctx: &mut Ctx<'_>, role: &str) -> Result<Vec<Found>, ReplayError> {
     match &model.encoder_decoder {
         Some((true, _)) => {
             let limit = target.as_ref().or(limit.as_ref());
-            parts.push(length_fits(&dec, how, limit, offset.as_ref()));
+            parts.push((Side::Decoder, length_fits(&dec, how, limit, offset.as_ref())));
         }
         Some((false, _)) => {}
         None => {
@@ -609,11 +690,11 @@ fn positions(ctx: &mut Ctx<'_>, role: &str) -> Result<Vec<Found>, ReplayError> {
                 .as_ref()
                 .is_none_or(|ids| ids.shape.last() < dec.shape.last());
             if longer || target.is_some() {
-                parts.push(Found::inconclusive(format!(
+                parts.push((Side::Decoder, Found::inconclusive(format!(
                     "the length {} of {}: unknown whether the model is an encoder-decoder whose decoder takes it (add is_encoder_decoder or model_type to the metadata)",
                     dec.shape.last().copied().unwrap_or(0),
                     dec.name
-                )));
+                ))));
             }
         }
     }
