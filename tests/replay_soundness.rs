@@ -120,9 +120,17 @@ fn meta(pairs: &[(&str, &str)]) -> Meta {
 
 /// `index_bounds` for the ids of the table `tensor` names, as the embedding rule's causes run it.
 fn index_bounds(snapshot: &Snapshot, tensor: &str) -> CheckResult {
+    index_bounds_after(snapshot, tensor, "")
+}
+
+/// `index_bounds` as a rule runs it for a log whose traceback holds the model frames `frames`.
+fn index_bounds_after(snapshot: &Snapshot, tensor: &str, frames: &str) -> CheckResult {
     let spec = CheckSpec {
         name: "index_bounds".into(),
-        params: BTreeMap::from([("tensor".to_owned(), tensor.to_owned())]),
+        params: BTreeMap::from([
+            ("tensor".to_owned(), tensor.to_owned()),
+            ("frames".to_owned(), frames.to_owned()),
+        ]),
     };
     check::run(&spec, snapshot, &Cpu::new()).unwrap_or_else(|e| panic!("check failed: {e}"))
 }
@@ -405,6 +413,11 @@ struct Step {
     bad_by: i64,
     masked: Vec<bool>,
     with_decoder_ids: bool,
+    /// Whether the decoder's tensors (labels, decoder_input_ids) were saved: a capture can miss
+    /// them, and the cause they carry still holds.
+    saved_decoder: bool,
+    /// Whether the log's traceback is in the decoder (`self.decoder(`), passed as `frames`.
+    in_decoder: bool,
     /// Which metadata keys are written.
     keys: [bool; 6],
     npz: bool,
@@ -437,14 +450,14 @@ fn step() -> impl Strategy<Value = Step> {
         0usize..1000,
         0i64..5,
         proptest::collection::vec(any::<bool>(), 14 * 3),
-        any::<bool>(),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
         proptest::array::uniform6(any::<bool>()),
         any::<bool>(),
     );
     (sizes, values).prop_map(
         |(
             (layout, batch, enc_len, dec_len, vocab, positions),
-            (bad, bad_at, bad_by, masked, with_decoder_ids, keys, npz),
+            (bad, bad_at, bad_by, masked, (with_decoder_ids, saved, in_decoder), keys, npz),
         )| Step {
             layout,
             batch,
@@ -457,6 +470,10 @@ fn step() -> impl Strategy<Value = Step> {
             bad_by,
             masked,
             with_decoder_ids,
+            // Only an encoder-decoder has a decoder; with nothing (metadata or log) that says it
+            // has one, a snapshot of input_ids alone is all there is to judge.
+            saved_decoder: saved || layout != Layout::EncoderDecoder || !(keys[2] || keys[3] || in_decoder),
+            in_decoder: in_decoder && layout == Layout::EncoderDecoder,
             keys,
             npz,
         },
@@ -506,17 +523,21 @@ impl Step {
                     }
                 }
                 tensors.push(ids("input_ids", &[b, self.enc_len], input_ids));
-                if self.with_decoder_ids {
+                if self.with_decoder_ids && self.saved_decoder {
                     let mut decoder = counting(b, self.dec_len, v);
                     if self.bad == Bad::DecoderIds {
                         place(&mut decoder, &mut token_cause);
                     }
                     tensors.push(ids("decoder_input_ids", &[b, self.dec_len], decoder));
                 }
-                if self.bad == Bad::Labels || (self.bad == Bad::DecoderIds && !self.with_decoder_ids) {
+                if self.bad == Bad::Labels
+                    || (self.bad == Bad::DecoderIds && !(self.with_decoder_ids && self.saved_decoder))
+                {
                     place(&mut labels, &mut token_cause);
                 }
-                tensors.push(ids("labels", &[b, self.dec_len], labels));
+                if self.saved_decoder {
+                    tensors.push(ids("labels", &[b, self.dec_len], labels));
+                }
             }
         }
         let (model_type, encoder_decoder) = match self.layout {
@@ -551,8 +572,9 @@ proptest! {
         let (tensors, meta, token_cause, position_cause) = step.build();
         let file = if step.npz { npz_file(&tensors, &meta) } else { safetensors_file(&tensors, &meta) };
         let snapshot = read(file);
+        let frames = if step.in_decoder { "decoder embed_tokens" } else { "" };
         for (role, holds) in [("input_ids", token_cause), ("position_ids", position_cause)] {
-            let r = index_bounds(&snapshot, role);
+            let r = index_bounds_after(&snapshot, role, frames);
             if holds {
                 prop_assert_ne!(r.verdict, Verdict::Refuted, "{} cause holds: {}", role, r.summary);
             } else {
@@ -584,6 +606,8 @@ fn with_every_key_written_the_generated_steps_get_a_verdict_either_way() {
                 bad_by: 1,
                 masked: vec![false, true, false, false],
                 with_decoder_ids: false,
+                saved_decoder: true,
+                in_decoder: false,
                 keys: [true; 6],
                 npz: false,
             };

@@ -75,32 +75,33 @@ pub(super) fn table_bounds(ctx: &mut Ctx<'_>, table: Table, role: &str) -> Resul
         Table::Words => words(ctx, &model, role)?,
         Table::Positions => positions(ctx, &model, role)?,
     };
-    // A decoder the log implicates must have had its inputs checked (an OPT-style decoder-only
-    // model calls its stack `decoder` too: then its inputs are the input ids, checked above).
+    // A decoder the log or the model implicates must have had its inputs checked (an OPT-style
+    // decoder-only model calls its stack `decoder` too: then its inputs are the input ids).
     let decoder_checked = parts.iter().any(|(side, _)| *side == Side::Decoder);
-    if trace.decoder && !decoder_checked && !matches!(model.encoder_decoder, Some((false, _))) {
+    let decoder_implicated = match &model.encoder_decoder {
+        Some((true, why)) => Some(why.clone()),
+        Some((false, _)) => None,
+        None => trace.decoder.then(String::new),
+    };
+    if let Some(why) = decoder_implicated.filter(|_| !decoder_checked) {
         let what = match table {
             Table::Words => "input ids",
             Table::Positions => "length",
         };
-        let found = match &model.encoder_decoder {
-            Some((true, why)) => Found::inconclusive(format!(
-                "the decoder's {what} (the traceback is in the decoder: {}; {why}): the snapshot holds neither decoder_input_ids nor labels",
-                trace.frames
-            )),
-            _ if ctx.find("labels").is_none() && ctx.find("decoder_input_ids").is_none() => {
-                Found::inconclusive(format!(
-                    "the decoder's {what} (the traceback is in the decoder: {}): the snapshot holds neither decoder_input_ids nor labels; add them, or is_encoder_decoder = false if the decoder's inputs are input_ids",
-                    trace.frames
-                ))
-            }
-            // Labels the model may shift into its decoder were judged above.
-            _ => Found::inconclusive(format!(
-                "the decoder's {what} (the traceback is in the decoder: {}): unknown whether the model is an encoder-decoder (add is_encoder_decoder or model_type)",
-                trace.frames
-            )),
+        let because = match (trace.decoder, why.is_empty()) {
+            (true, true) => format!("the traceback is in the decoder: {}", trace.frames),
+            (true, false) => format!("the traceback is in the decoder: {}; {why}", trace.frames),
+            (false, _) => why,
         };
-        parts.push((Side::Decoder, found));
+        let held = if ctx.find("labels").is_none() {
+            "the snapshot holds neither decoder_input_ids nor labels (save them)"
+        } else {
+            "the snapshot holds no decoder_input_ids and nothing says the labels are token ids the decoder took (add decoder_input_ids, or model_type / architectures)"
+        };
+        parts.push((
+            Side::Decoder,
+            Found::inconclusive(format!("the decoder's {what} ({because}): {held}")),
+        ));
     }
     if trace.decoder {
         // Stable: the decoder's results first, each side in its own order.
@@ -606,6 +607,12 @@ fn offset(ctx: &mut Ctx<'_>, model: &Model) -> Result<Option<Offset>, ReplayErro
     let family = model.family.as_deref().unwrap_or("");
     let row_two = ROW_TWO_OFFSET.contains(&family);
     if let Some(p) = int_setting(ctx, "position_offset")? {
+        if p.value < 0 {
+            return Err(ReplayError::Check(format!(
+                "parameter {} = {} is negative: it is the table row of position 0",
+                p.label, p.value
+            )));
+        }
         ctx.used.insert("position_offset".into(), p.value.to_string());
         return Ok(Some(Offset {
             rows_before: p.value,
@@ -689,7 +696,20 @@ fn positions(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, 
             let longer = encoder
                 .as_ref()
                 .is_none_or(|ids| ids.shape.last() < dec.shape.last());
-            if longer || target.is_some() {
+            if !longer && target.is_none() && explicit.is_none() {
+                // A decoder fed these would see no more positions than the encoder checked above.
+                parts.push((
+                    Side::Decoder,
+                    Found::new(
+                        Verdict::Refuted,
+                        format!(
+                            "{} length {} <= that of input_ids (the decoder's inputs if the model is an encoder-decoder)",
+                            dec.name,
+                            dec.shape.last().copied().unwrap_or(0)
+                        ),
+                    ),
+                ));
+            } else {
                 parts.push((Side::Decoder, Found::inconclusive(format!(
                     "the length {} of {}: unknown whether the model is an encoder-decoder whose decoder takes it (add is_encoder_decoder or model_type to the metadata)",
                     dec.shape.last().copied().unwrap_or(0),
