@@ -726,3 +726,122 @@ fn a_decoder_traceback_puts_the_decoders_inputs_first() {
         "{summary}"
     );
 }
+
+// ---- The labels' own checks read the vocabulary when the labels are token ids. ----
+
+fn run(snapshot: &Snapshot, check_name: &str, params: &[(&str, &str)]) -> CheckResult {
+    let spec = CheckSpec {
+        name: check_name.into(),
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    check::run(&spec, snapshot, &Cpu::new()).unwrap_or_else(|e| panic!("check failed: {e}"))
+}
+
+#[test]
+fn a_t5_label_past_the_vocabulary_confirms_the_loss_target_cause_without_num_classes() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let r = run(&snapshot, "target_bounds", &[]);
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("labels[1, 7] = 32128 >= vocab_size = 32100 (1 of 16 values out of range)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn labels_within_the_vocabulary_refute_neither_the_loss_target_nor_the_label_index_cause() {
+    // The vocabulary bounds what the labels index through the embedding, not a smaller per-class
+    // tensor or a token classifier's classes.
+    let snapshot = read(safetensors_file(&t5_step(5), &meta(&[("vocab_size", "32100")])));
+    let r = run(&snapshot, "target_bounds", &[]);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(r.summary.starts_with("no num_classes"), "{}", r.summary);
+    let r = index_bounds(&snapshot, "labels");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.contains("add num_classes (or num_labels / size)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn labels_of_a_token_classifier_are_classes_not_token_ids() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[
+            ("vocab_size", "32100"),
+            ("architectures", "[\"BertForTokenClassification\"]"),
+            ("model_type", "bert"),
+        ]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "all 16 input_ids in [0, 32100); the assert comes from elsewhere"
+    );
+}
+
+#[test]
+fn the_family_is_read_from_the_architecture_when_model_type_is_missing() {
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[1, 64], counting(1, 64, 100))],
+        &meta(&[
+            ("max_position_embeddings", "32"),
+            ("model.class", "RoFormerForMaskedLM"),
+        ]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("roformer has no learned position table"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_malformed_model_key_is_an_error_that_names_it() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[("vocab_size", "32100"), ("is_encoder_decoder", "maybe")]),
+    ));
+    let spec = CheckSpec {
+        name: "index_bounds".into(),
+        params: BTreeMap::new(),
+    };
+    let err = check::run(&spec, &snapshot, &Cpu::new()).map(|r| r.summary);
+    assert!(
+        matches!(&err, Err(e) if e.to_string() == "parameter is_encoder_decoder = \"maybe\" is not true or false"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_position_offset_and_explicit_position_ids_are_read_as_given() {
+    // position_ids index the table directly; the lengths of an encoder-decoder's decoder count.
+    let snapshot = read(safetensors_file(
+        &[
+            ids("input_ids", &[1, 10], counting(1, 10, 100)),
+            ids("position_ids", &[1, 10], (0..10).collect()),
+            ids("decoder_input_ids", &[1, 12], counting(1, 12, 100)),
+        ],
+        &meta(&[("max_position_embeddings", "12"), ("position_offset", "1")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "decoder_input_ids length 12 > the 11 positions of max_position_embeddings = 12: positions 11..11 have no row \
+         (decoder_input_ids shape [1, 12]; position_offset = 1)"
+    );
+}

@@ -96,12 +96,20 @@ pub(super) fn index_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
         && matches!(role.as_str(), "labels" | "label" | "targets" | "target")
         && let Some((vocab, ignore, why)) = super::embedding::labels_as_tokens(ctx, &tensor)?
     {
-        // A language model's labels index its vocabulary (and, shifted, its decoder's embedding).
+        // A language model's labels index its vocabulary (and, shifted, its decoder's embedding):
+        // one past it confirms. Within it they may still index something smaller.
         let mut found = ids_within(ctx, &tensor, &role, Some(&vocab), allow_negative, Some(ignore))?;
-        found
-            .summary
-            .push_str(&format!("; the labels are token ids ({why})"));
-        return Ok(elsewhere(found));
+        if found.verdict == Verdict::Refuted {
+            found.verdict = Verdict::Inconclusive;
+            found.summary.push_str(&format!(
+                " (the labels are token ids: {why}); what else they index is unknown: add num_classes (or num_labels / size) to the metadata or pass --param size=N"
+            ));
+        } else {
+            found
+                .summary
+                .push_str(&format!("; the labels are token ids ({why})"));
+        }
+        return Ok(found);
     }
     let found = ids_within(ctx, &tensor, &role, size.as_ref(), allow_negative, None)?;
     Ok(elsewhere(found))
@@ -285,6 +293,12 @@ pub(super) fn target_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
     if let Some(c) = &classes {
         ctx.used.insert("num_classes".into(), c.value.to_string());
     }
+    if classes.is_none()
+        && !labels.dtype.is_float()
+        && let Some(found) = past_the_vocabulary(ctx, &labels, ignore)?
+    {
+        return Ok(found);
+    }
     let name = labels.name;
     let hi = classes.as_ref().map_or(i64::MAX, |c| c.value);
     let out = ctx.backend.scan(
@@ -335,4 +349,40 @@ pub(super) fn target_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
         ),
     };
     Ok(found.scanned(&labels, out))
+}
+
+/// A language model's labels past its vocabulary, without a class count: the loss's classes are
+/// the vocabulary's rows, so one past it confirms. Within it, the class count stays unknown
+/// (`None`: the caller says what to add).
+fn past_the_vocabulary(
+    ctx: &mut Ctx<'_>,
+    labels: &TensorRef<'_>,
+    ignore: i64,
+) -> Result<Option<Found>, ReplayError> {
+    let Some((vocab, _, why)) = super::embedding::labels_as_tokens(ctx, labels)? else {
+        return Ok(None);
+    };
+    let out = ctx.backend.scan(
+        *labels,
+        Scan::IntRange {
+            lo: 0,
+            hi: vocab.value,
+            skip: Some(ignore),
+        },
+    )?;
+    let past = out
+        .first
+        .first()
+        .is_some_and(|&(_, v)| matches!(v, Scalar::Int(i) if i >= vocab.value));
+    let Some((place, _)) = first_at(labels, &out).filter(|_| past) else {
+        return Ok(None);
+    };
+    let found = Found::new(
+        Verdict::Confirmed,
+        format!(
+            "{place} >= {} = {} ({} of {} values out of range); the labels are token ids ({why})",
+            vocab.label, vocab.value, out.offending, out.elements
+        ),
+    );
+    Ok(Some(found.scanned(labels, out)))
 }

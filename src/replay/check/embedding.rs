@@ -284,8 +284,9 @@ fn family_of(text: &str) -> String {
 
 /// The family an architecture name tells (`MBartForConditionalGeneration` -> `mbart`).
 fn family_of_architecture(arch: &str) -> String {
+    // The last `For`: `RoFormerForMaskedLM` is a roformer.
     let head = arch
-        .find("For")
+        .rfind("For")
         .map(|i| &arch[..i])
         .or_else(|| arch.strip_suffix("LMHeadModel"))
         .or_else(|| arch.strip_suffix("MTModel"))
@@ -303,21 +304,29 @@ impl Model {
                     .map(|a| a.trim_matches(|c: char| "[]\"' ".contains(c)).to_owned())
                     .find(|a| !a.is_empty())
             });
-        let family = setting(ctx, "model_type")
+        let model_type = setting(ctx, "model_type");
+        if let Some((_, text)) = &model_type {
+            ctx.used.insert("model_type".into(), text.clone());
+        }
+        let family = model_type
             .map(|(_, t)| family_of(&t))
             .filter(|f| !f.is_empty())
             .or_else(|| architecture.as_deref().map(family_of_architecture))
             .filter(|f| !f.is_empty());
         let told = match setting(ctx, "is_encoder_decoder") {
-            Some((key, text)) => match text.to_ascii_lowercase().as_str() {
-                "true" | "1" | "yes" => Some((true, format!("{key} = {text}"))),
-                "false" | "0" | "no" => Some((false, format!("{key} = {text}"))),
-                _ => {
-                    return Err(ReplayError::Check(format!(
-                        "parameter {key} = {text:?} is not true or false"
-                    )));
-                }
-            },
+            Some((key, text)) => {
+                let value = match text.to_ascii_lowercase().as_str() {
+                    "true" | "1" | "yes" => true,
+                    "false" | "0" | "no" => false,
+                    _ => {
+                        return Err(ReplayError::Check(format!(
+                            "parameter {key} = {text:?} is not true or false"
+                        )));
+                    }
+                };
+                ctx.used.insert("is_encoder_decoder".into(), value.to_string());
+                Some((value, format!("{key} = {text}")))
+            }
             None => None,
         };
         let by_family = family.as_deref().and_then(|f| {
@@ -333,9 +342,6 @@ impl Model {
         let by_tensor = ctx
             .find("decoder_input_ids")
             .map(|t| (true, format!("the snapshot holds {}", t.name)));
-        if let Some((_, key)) = &told {
-            ctx.used.insert("is_encoder_decoder".into(), key.clone());
-        }
         Ok(Model {
             family,
             architecture,
@@ -405,9 +411,12 @@ impl Model {
             };
         }
         // Per-token labels and no class count: the ids of a language model's targets.
-        let classes = ["num_classes", "num_labels", "model.num_labels"]
-            .iter()
-            .any(|k| ctx.snap.param(k).is_some_and(|v| !v.trim().is_empty()));
+        let classes = ctx
+            .lookup_in(
+                &["num_classes", "num_labels"],
+                &["num_classes", "num_labels", "model.num_labels"],
+            )
+            .is_some();
         match &ids {
             Some(ids) if !classes && labels.shape.len() >= 2 && labels.shape.len() == ids.shape.len() => {
                 Some((
