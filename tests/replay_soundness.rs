@@ -372,7 +372,7 @@ fn a_rotary_model_has_no_position_table_to_refute_or_confirm() {
     let r = index_bounds(&snapshot, "position_ids");
     assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
     assert!(
-        r.summary.starts_with("llama has no learned position table"),
+        r.summary.starts_with("llama has no fixed position table"),
         "{}",
         r.summary
     );
@@ -803,7 +803,7 @@ fn the_family_is_read_from_the_architecture_when_model_type_is_missing() {
     let r = index_bounds(&snapshot, "position_ids");
     assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
     assert!(
-        r.summary.starts_with("roformer has no learned position table"),
+        r.summary.starts_with("roformer has no fixed position table"),
         "{}",
         r.summary
     );
@@ -843,5 +843,44 @@ fn a_position_offset_and_explicit_position_ids_are_read_as_given() {
         r.summary,
         "decoder_input_ids length 12 > the 11 positions of max_position_embeddings = 12: positions 11..11 have no row \
          (decoder_input_ids shape [1, 12]; position_offset = 1)"
+    );
+}
+
+#[test]
+fn a_generation_step_counts_the_cached_positions_its_attention_mask_covers() {
+    // One new token, 40 tokens in the cache and the mask: position 40 of a 32-position GPT-2.
+    let snapshot = read(safetensors_file(
+        &[
+            ids("input_ids", &[1, 1], vec![7]),
+            ids("attention_mask", &[1, 41], vec![1; 41]),
+        ],
+        &meta(&[("n_positions", "32"), ("model_type", "gpt2")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("attention_mask length 41 > the 32 positions of n_positions = 32"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_cache_position_past_the_table_confirms_the_position_cause() {
+    let snapshot = read(safetensors_file(
+        &[
+            ids("input_ids", &[1, 1], vec![7]),
+            ids("cache_position", &[1], vec![35]),
+        ],
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "opt")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("cache_position[0] = 35 >= max_position_embeddings = 32"),
+        "{}",
+        r.summary
     );
 }

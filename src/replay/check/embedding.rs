@@ -203,7 +203,8 @@ const ENCODERS: &[&str] = &[
     "nezha",
 ];
 
-/// Families without a learned absolute position table (rotary, relative or ALiBi positions).
+/// Families without a fixed position table: rotary, relative or ALiBi positions, or sinusoidal
+/// tables that grow with the sequence (M2M100, NLLB, XGLM, FSMT).
 const NO_POSITION_TABLE: &[&str] = &[
     "t5",
     "mt5",
@@ -233,6 +234,11 @@ const NO_POSITION_TABLE: &[&str] = &[
     "stablelm",
     "cohere",
     "roformer",
+    "phi",
+    "m2m100",
+    "nllbmoe",
+    "xglm",
+    "fsmt",
 ];
 
 /// Families whose positions start after `padding_idx` in a table of `max_position_embeddings` rows.
@@ -250,7 +256,7 @@ const PADDING_OFFSET: &[&str] = &[
 ];
 
 /// Families whose learned positions start at row 2 of a table of `max_position_embeddings + 2` rows.
-const ROW_TWO_OFFSET: &[&str] = &["bart", "mbart", "plbart", "mvp"];
+const ROW_TWO_OFFSET: &[&str] = &["bart", "mbart", "plbart", "mvp", "opt"];
 
 /// What the metadata and the tensors say of the model: enough to know which tensors feed a table.
 struct Model {
@@ -665,7 +671,7 @@ fn positions(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, 
         return Ok(vec![(
             Side::Encoder,
             Found::inconclusive(format!(
-                "{f} has no learned position table (rotary, relative or ALiBi positions), so no position can index past one; the lookup that failed is another"
+                "{f} has no fixed position table (rotary, relative, ALiBi or growing sinusoidal positions), so no position can index past one; the lookup that failed is another"
             )),
         )]);
     }
@@ -674,11 +680,23 @@ fn positions(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, 
         let found = ids_within(ctx, t, "position_ids", limit.as_ref(), false, None)?;
         parts.push((Side::Encoder, found));
     }
+    // During generation the positions of the cached tokens come first: `cache_position` names
+    // them, the attention mask covers them.
+    if let Some(t) = ctx
+        .find("cache_position")
+        .filter(|t| Some(t.name) != explicit.map(|e| e.name))
+    {
+        let found = ids_within(ctx, &t, "position_ids", limit.as_ref(), false, None)?;
+        parts.push((Side::Encoder, found));
+    }
     let offset = offset(ctx, model)?;
     let encoder = ctx.find("input_ids");
     if explicit.is_none() {
-        let found = match &encoder {
-            Some(ids) => length_fits(ids, "", limit.as_ref(), offset.as_ref()),
+        let found = match encoder {
+            Some(ids) => {
+                let sequence = longest(ids, ctx.find("attention_mask"));
+                length_fits(&sequence, "", limit.as_ref(), offset.as_ref())
+            }
             None => Found::inconclusive(format!(
                 "{}, and no input_ids whose length implies them",
                 ctx.missing(role)
@@ -686,11 +704,14 @@ fn positions(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, 
         };
         parts.push((Side::Encoder, found));
     }
-    let decoder = ctx.find("decoder_input_ids").map(|t| (t, "")).or_else(|| {
-        ctx.find("labels")
-            .filter(|l| l.shape.len() >= 2)
-            .map(|l| (l, " (the decoder's inputs once shifted right)"))
-    });
+    let decoder = ctx
+        .find("decoder_input_ids")
+        .map(|t| (longest(t, ctx.find("decoder_attention_mask")), ""))
+        .or_else(|| {
+            ctx.find("labels")
+                .filter(|l| l.shape.len() >= 2)
+                .map(|l| (l, " (the decoder's inputs once shifted right)"))
+        });
     let Some((dec, how)) = decoder else {
         return Ok(parts);
     };
@@ -728,6 +749,15 @@ fn positions(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, 
         }
     }
     Ok(parts)
+}
+
+/// The tensor whose last dim is the sequence's length: `ids`, or `mask` when it covers more (the
+/// cached tokens of a generation step).
+fn longest<'a>(ids: TensorRef<'a>, mask: Option<TensorRef<'a>>) -> TensorRef<'a> {
+    match mask {
+        Some(m) if m.shape.len() == ids.shape.len() && m.shape.last() > ids.shape.last() => m,
+        _ => ids,
+    }
 }
 
 /// Whether the positions the length of `ids` implies fit a table of `limit` positions.
