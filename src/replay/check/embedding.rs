@@ -491,14 +491,26 @@ fn words(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, Foun
             parts.push((side_of(&t), found));
         }
     }
-    let Some(labels) = ctx.find("labels").filter(|t| !checked.contains(&t.name)) else {
-        return Ok(parts);
-    };
+    if let Some(labels) = ctx.find("labels").filter(|t| !checked.contains(&t.name)) {
+        parts.extend(labels_as_ids(ctx, model, &labels, size.as_ref())?);
+    }
+    Ok(parts)
+}
+
+/// The labels among the word table's ids: a language model's targets, an encoder-decoder's
+/// decoder inputs once shifted right (with the ids the shift adds), nothing for classes.
+fn labels_as_ids(
+    ctx: &mut Ctx<'_>,
+    model: &Model,
+    labels: &TensorRef<'_>,
+    size: Option<&Param<i64>>,
+) -> Result<Vec<(Side, Found)>, ReplayError> {
+    let mut parts = Vec::new();
     let ignore = ctx
         .int("ignore_index", &["ignore_index"])?
         .map_or(-100, |p| p.value);
     ctx.used.insert("ignore_index".into(), ignore.to_string());
-    let tokens = model.labels_are_tokens(ctx, &labels, size.as_ref().map(|s| s.value));
+    let tokens = model.labels_are_tokens(ctx, labels, size.map(|s| s.value));
     let labels_feed_a_decoder = !matches!(model.encoder_decoder, Some((false, _)))
         && !matches!(tokens, Some((false, _)))
         && ctx.find("decoder_input_ids").is_none();
@@ -507,7 +519,7 @@ fn words(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, Foun
     } else {
         Side::Encoder
     };
-    let Some(vocab) = &size else {
+    let Some(vocab) = size else {
         if !matches!(tokens, Some((false, _))) {
             parts.push((side, Found::inconclusive(format!(
                 "{} (token ids of a language model or an encoder-decoder) have no vocabulary size to be checked against: add vocab_size to the metadata or --param vocab_size=N",
@@ -516,7 +528,7 @@ fn words(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, Foun
         }
         return Ok(parts);
     };
-    let part = ids_within(ctx, &labels, "input_ids", Some(vocab), false, Some(ignore))?;
+    let part = ids_within(ctx, labels, "input_ids", Some(vocab), false, Some(ignore))?;
     let has_ignore = ignore >= 0
         || part
             .scan
