@@ -344,20 +344,47 @@ fn the_token_id_cause_of_the_bart_step_checks_more_than_input_ids() {
     );
 }
 
+/// A RoBERTa batch [rows, len]: row r holds `tokens[r]` ids from 5 up, then padding id 1.
+fn roberta_batch(len: usize, tokens: &[usize]) -> Vec<i64> {
+    tokens
+        .iter()
+        .flat_map(|&n| (0..len).map(move |i| if i < n { 5 + i as i64 } else { 1 }))
+        .collect()
+}
+
 #[test]
-fn a_roberta_length_that_fits_only_without_its_padding_offset_confirms() {
+fn a_roberta_row_with_more_tokens_than_positions_after_padding_idx_confirms() {
     let snapshot = read(safetensors_file(
-        &[ids("input_ids", &[1, 513], counting(1, 513, 50265))],
-        &meta(&[
-            ("max_position_embeddings", "514"),
-            ("model.model_type", "roberta"),
-        ]),
+        &[ids("input_ids", &[2, 513], roberta_batch(513, &[100, 513]))],
+        &meta(&[("max_position_embeddings", "514"), ("model.model_type", "roberta")]),
     ));
     let r = index_bounds(&snapshot, "position_ids");
     assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "input_ids[1] holds 513 tokens besides padding 1: more than the 512 positions of \
+         max_position_embeddings = 514 (positions start after padding_idx 1)"
+    );
+}
+
+#[test]
+fn a_padded_roberta_batch_longer_than_the_table_fits_when_no_row_is() {
+    // RoBERTa's positions skip the padding: 600 columns, at most 512 tokens in a row.
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[2, 600], roberta_batch(600, &[512, 30]))],
+        &meta(&[("max_position_embeddings", "514"), ("model_type", "roberta")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    // With the family unknown, the same batch is past the table for BERT-style positions only.
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[2, 600], roberta_batch(600, &[512, 30]))],
+        &meta(&[("max_position_embeddings", "514")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
     assert!(
-        r.summary
-            .starts_with("input_ids length 513 > the 512 positions of max_position_embeddings = 514"),
+        r.summary.ends_with("a RoBERTa-style model would not fail (add model_type to the metadata)"),
         "{}",
         r.summary
     );

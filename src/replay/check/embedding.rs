@@ -12,7 +12,7 @@
 //! what was checked, what was not and which key would tell.
 
 use super::bounds::{elsewhere, ids_within, table_size};
-use super::{Ctx, Found, Param, Scalar, shape_text};
+use super::{Ctx, Found, Param, Scalar, Scan, shape_text};
 use crate::replay::snapshot::TensorRef;
 use crate::replay::{ReplayError, Verdict};
 
@@ -627,6 +627,9 @@ struct Offset {
     extra_rows: i64,
     /// What said so, for the summary (`bart: positions start at row 2 of a table of 34 rows`).
     why: Option<String>,
+    /// The padding id whose tokens take no position (RoBERTa-style positions count the other
+    /// tokens of a row, after `padding_idx`); `None` when positions run over the whole length.
+    padding: Option<i64>,
 }
 
 /// The position offset: `position_offset` when given, else the family's, else unknown (`None`).
@@ -641,10 +644,16 @@ fn offset(ctx: &mut Ctx<'_>, model: &Model) -> Result<Option<Offset>, ReplayErro
             )));
         }
         ctx.used.insert("position_offset".into(), p.value.to_string());
+        let padding = if PADDING_OFFSET.contains(&family) {
+            Some(int_setting(ctx, "pad_token_id")?.map_or(1, |p| p.value))
+        } else {
+            None
+        };
         return Ok(Some(Offset {
             rows_before: p.value,
             extra_rows: if row_two { p.value } else { 0 },
             why: Some(format!("{} = {}", p.label, p.value)),
+            padding,
         }));
     }
     if row_two {
@@ -654,6 +663,7 @@ fn offset(ctx: &mut Ctx<'_>, model: &Model) -> Result<Option<Offset>, ReplayErro
             why: Some(format!(
                 "{family} positions start at row 2 of a table of max_position_embeddings + 2 rows"
             )),
+            padding: None,
         }));
     }
     if PADDING_OFFSET.contains(&family) {
@@ -662,6 +672,7 @@ fn offset(ctx: &mut Ctx<'_>, model: &Model) -> Result<Option<Offset>, ReplayErro
             rows_before: pad.saturating_add(1),
             extra_rows: 0,
             why: Some(format!("{family} positions start after padding_idx {pad}")),
+            padding: Some(pad),
         }));
     }
     let known =
@@ -670,6 +681,7 @@ fn offset(ctx: &mut Ctx<'_>, model: &Model) -> Result<Option<Offset>, ReplayErro
         rows_before: 0,
         extra_rows: 0,
         why: None,
+        padding: None,
     }))
 }
 
@@ -707,7 +719,12 @@ fn positions(ctx: &mut Ctx<'_>, model: &Model, role: &str) -> Result<Vec<(Side, 
         let found = match encoder {
             Some(ids) => {
                 let sequence = longest(ids, ctx.find("attention_mask"));
-                length_fits(&sequence, "", limit.as_ref(), offset.as_ref())
+                let found = length_fits(&sequence, "", limit.as_ref(), offset.as_ref());
+                if sequence.name == ids.name {
+                    past_padding(ctx, &ids, found, limit.as_ref(), offset.as_ref())?
+                } else {
+                    found
+                }
             }
             None => Found::inconclusive(format!(
                 "{}, and no input_ids whose length implies them",
@@ -827,6 +844,120 @@ fn length_fits(ids: &TensorRef<'_>, how: &str, limit: Option<&Param<i64>>, offse
             format!("{name}{how} length {len} <= the {available} positions of {table}{because}"),
         )
     }
+}
+
+/// A length past the table confirms only if the positions a model counts are past it too:
+/// RoBERTa-style positions skip the padding of a row, so a padded batch longer than the table
+/// may fit. With the family unknown, the length confirms only when it is past the table both
+/// ways (positions over the whole length, or after `pad_token_id`, 1 when not given).
+fn past_padding(
+    ctx: &mut Ctx<'_>,
+    ids: &TensorRef<'_>,
+    found: Found,
+    limit: Option<&Param<i64>>,
+    offset: Option<&Offset>,
+) -> Result<Found, ReplayError> {
+    let (Verdict::Confirmed, Some(limit)) = (found.verdict, limit) else {
+        return Ok(found);
+    };
+    let (pad, rows_before, rows) = match offset {
+        Some(o) => match o.padding {
+            Some(pad) => (pad, o.rows_before, limit.value.saturating_add(o.extra_rows)),
+            None => return Ok(found),
+        },
+        None => {
+            let pad = int_setting(ctx, "pad_token_id")?.map_or(1, |p| p.value);
+            (pad, pad.saturating_add(1), limit.value)
+        }
+    };
+    let available = rows.saturating_sub(rows_before);
+    let name = ids.name;
+    let Some((row, tokens)) = most_tokens_besides(ctx, ids, pad)? else {
+        return Ok(Found::inconclusive(format!(
+            "{}; but positions that skip padding ({pad}) could not be counted per row of {name}",
+            found.summary
+        )));
+    };
+    if tokens > available {
+        return Ok(match offset {
+            Some(_) => Found::new(
+                Verdict::Confirmed,
+                format!(
+                    "{name}[{row}] holds {tokens} tokens besides padding {pad}: more than the {available} positions of {} = {} (positions start after padding_idx {pad})",
+                    limit.label, limit.value
+                ),
+            ),
+            None => Found {
+                summary: format!(
+                    "{}; also past it for positions that skip padding: {name}[{row}] holds {tokens} tokens besides {pad}",
+                    found.summary
+                ),
+                ..found
+            },
+        });
+    }
+    let fits = format!(
+        "no row of {name} holds more than {tokens} tokens besides padding {pad}, within the {available} positions left after padding_idx"
+    );
+    Ok(match offset {
+        Some(_) => Found::new(
+            Verdict::Refuted,
+            format!(
+                "{name} length {} > {available}, but {fits}",
+                ids.shape.last().copied().unwrap_or(0)
+            ),
+        ),
+        None => Found::inconclusive(format!(
+            "{}; but {fits}: a RoBERTa-style model would not fail (add model_type to the metadata)",
+            found.summary
+        )),
+    })
+}
+
+/// The row of `ids` ([..., T]) with the most tokens other than `pad`, and their count; `None`
+/// for float ids, a scalar or more rows than are worth a scan each.
+fn most_tokens_besides(
+    ctx: &Ctx<'_>,
+    ids: &TensorRef<'_>,
+    pad: i64,
+) -> Result<Option<(u64, i64)>, ReplayError> {
+    const MAX_ROWS: u64 = 1 << 16;
+    let Some(&len) = ids.shape.last() else {
+        return Ok(None);
+    };
+    if ids.dtype.is_float() || len == 0 {
+        return Ok(None);
+    }
+    let rows = ids.elements() / len;
+    let row_bytes = usize::try_from(len)
+        .ok()
+        .and_then(|l| l.checked_mul(ids.dtype.size()));
+    let (Some(row_bytes), true) = (row_bytes, rows <= MAX_ROWS) else {
+        return Ok(None);
+    };
+    let shape = [len];
+    let mut best: Option<(u64, i64)> = None;
+    for (row, bytes) in (0..rows).zip(ids.bytes.chunks_exact(row_bytes)) {
+        let view = TensorRef {
+            name: ids.name,
+            dtype: ids.dtype,
+            shape: &shape,
+            bytes,
+        };
+        let out = ctx.backend.scan(
+            view,
+            Scan::IntRange {
+                lo: pad,
+                hi: pad.saturating_add(1),
+                skip: None,
+            },
+        )?;
+        let tokens = i64::try_from(out.offending).unwrap_or(i64::MAX);
+        if best.is_none_or(|(_, most)| tokens > most) {
+            best = Some((row, tokens));
+        }
+    }
+    Ok(best)
 }
 
 /// One verdict from the parts: the first offending part confirms; all parts refuted refute;
