@@ -3,13 +3,18 @@
 //! A cause such as "a token id past the vocabulary" can be carried by several tensors: the
 //! encoder's `input_ids`, the decoder's inputs (`decoder_input_ids`, or the labels shifted right
 //! behind `decoder_start_token_id`, with `pad_token_id` where the labels hold the ignore index),
-//! the labels of a language model (token ids, the ignore index allowed); "a sequence longer than
-//! the position table" by explicit `position_ids` or by the length of the encoder's and the
-//! decoder's ids. This file owns which tensors a table implicates for the model at hand
-//! ([`Model`], read from the metadata and the tensors' shapes), the limit each is checked against,
-//! and the verdict they make together ([`combine`]): confirmed when one tensor offends, refuted
-//! only when every implicated tensor was checked against a known limit, else inconclusive saying
-//! what was checked, what was not and which key would tell.
+//! the labels of a language model (token ids, the ignore index allowed). "A sequence longer than
+//! the position table" is carried by explicit `position_ids` / `cache_position`, or by the length
+//! of the encoder's and the decoder's ids (their attention mask's when it covers cached tokens),
+//! with the family's offset (BART's row 2, RoBERTa's positions after the padding).
+//!
+//! This file owns which tensors a table implicates for the model at hand ([`Model`], read from
+//! the Hugging Face config keys of the metadata and from the tensors' shapes; [`Trace`], the
+//! traceback's model frames a rule passes), the limit each is checked against, and the verdict
+//! they make together ([`combine`]): confirmed when one tensor offends, refuted only when every
+//! implicated tensor was checked against a known limit, else inconclusive saying what was
+//! checked, what was not and which key would tell. Everything here is logic over
+//! [`Scan`]s, so the CPU and the GPU agree by construction.
 
 use super::bounds::{elsewhere, ids_within, table_size};
 use super::{Ctx, Found, Param, Scalar, Scan, shape_text};
@@ -625,7 +630,7 @@ struct Offset {
     rows_before: i64,
     /// Rows the table has beyond `max_position_embeddings` (BART's 2).
     extra_rows: i64,
-    /// What said so, for the summary (`bart: positions start at row 2 of a table of 34 rows`).
+    /// What said so, for the summary (`bart positions start at row 2 of a table of …`).
     why: Option<String>,
     /// The padding id whose tokens take no position (RoBERTa-style positions count the other
     /// tokens of a row, after `padding_idx`); `None` when positions run over the whole length.
