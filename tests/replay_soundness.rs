@@ -356,7 +356,10 @@ fn roberta_batch(len: usize, tokens: &[usize]) -> Vec<i64> {
 fn a_roberta_row_with_more_tokens_than_positions_after_padding_idx_confirms() {
     let snapshot = read(safetensors_file(
         &[ids("input_ids", &[2, 513], roberta_batch(513, &[100, 513]))],
-        &meta(&[("max_position_embeddings", "514"), ("model.model_type", "roberta")]),
+        &meta(&[
+            ("max_position_embeddings", "514"),
+            ("model.model_type", "roberta"),
+        ]),
     ));
     let r = index_bounds(&snapshot, "position_ids");
     assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
@@ -384,7 +387,8 @@ fn a_padded_roberta_batch_longer_than_the_table_fits_when_no_row_is() {
     let r = index_bounds(&snapshot, "position_ids");
     assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
     assert!(
-        r.summary.ends_with("a RoBERTa-style model would not fail (add model_type to the metadata)"),
+        r.summary
+            .ends_with("a RoBERTa-style model would not fail (add model_type to the metadata)"),
         "{}",
         r.summary
     );
@@ -447,7 +451,20 @@ struct Step {
     in_decoder: bool,
     /// Which metadata keys are written.
     keys: [bool; 6],
+    /// How they are written.
+    style: KeyStyle,
     npz: bool,
+}
+
+/// How a writer spells the model's config in the metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyStyle {
+    /// `vocab_size`, `model_type`, … as `save_file(..., metadata=config)` writes them.
+    Plain,
+    /// `model.vocab_size`, `model.model_type`, … as the capture helper writes them.
+    CaptureHelper,
+    /// The architecture (`["BartForConditionalGeneration"]`) instead of `model_type`.
+    Architecture,
 }
 
 const KEYS: [&str; 6] = [
@@ -479,12 +496,19 @@ fn step() -> impl Strategy<Value = Step> {
         proptest::collection::vec(any::<bool>(), 14 * 3),
         (any::<bool>(), any::<bool>(), any::<bool>()),
         proptest::array::uniform6(any::<bool>()),
-        any::<bool>(),
+        (
+            prop_oneof![
+                Just(KeyStyle::Plain),
+                Just(KeyStyle::CaptureHelper),
+                Just(KeyStyle::Architecture)
+            ],
+            any::<bool>(),
+        ),
     );
     (sizes, values).prop_map(
         |(
             (layout, batch, enc_len, dec_len, vocab, positions),
-            (bad, bad_at, bad_by, masked, (with_decoder_ids, saved, in_decoder), keys, npz),
+            (bad, bad_at, bad_by, masked, (with_decoder_ids, saved, in_decoder), keys, (style, npz)),
         )| Step {
             layout,
             batch,
@@ -502,6 +526,7 @@ fn step() -> impl Strategy<Value = Step> {
             saved_decoder: saved || layout != Layout::EncoderDecoder || !(keys[2] || keys[3] || in_decoder),
             in_decoder: in_decoder && layout == Layout::EncoderDecoder,
             keys,
+            style,
             npz,
         },
     )
@@ -567,15 +592,19 @@ impl Step {
                 }
             }
         }
-        let (model_type, encoder_decoder) = match self.layout {
-            Layout::EncoderOnly => ("bert", "false"),
-            Layout::DecoderOnly => ("gpt2", "false"),
-            Layout::EncoderDecoder => ("bart", "true"),
+        let (model_type, architecture, encoder_decoder) = match self.layout {
+            Layout::EncoderOnly => ("bert", "BertForSequenceClassification", "false"),
+            Layout::DecoderOnly => ("gpt2", "GPT2LMHeadModel", "false"),
+            Layout::EncoderDecoder => ("bart", "BartForConditionalGeneration", "true"),
+        };
+        let model_type = match self.style {
+            KeyStyle::Architecture => format!("[\"{architecture}\"]"),
+            KeyStyle::Plain | KeyStyle::CaptureHelper => model_type.to_owned(),
         };
         let values = [
             self.vocab.to_string(),
             self.positions.to_string(),
-            model_type.to_owned(),
+            model_type,
             encoder_decoder.to_owned(),
             "0".to_owned(),
             "1".to_owned(),
@@ -585,7 +614,14 @@ impl Step {
             .zip(values)
             .zip(self.keys)
             .filter(|(_, written)| *written)
-            .map(|((k, v), _)| (k.to_string(), v))
+            .map(|((k, v), _)| {
+                let key = match (self.style, *k) {
+                    (KeyStyle::CaptureHelper, k) => format!("model.{k}"),
+                    (KeyStyle::Architecture, "model_type") => "architectures".to_owned(),
+                    (_, k) => k.to_owned(),
+                };
+                (key, v)
+            })
             .collect();
         (tensors, meta, token_cause, position_cause)
     }
@@ -615,7 +651,11 @@ proptest! {
 fn with_every_key_written_the_generated_steps_get_a_verdict_either_way() {
     // The property allows "inconclusive" everywhere; with the metadata whole, a layout's answer is
     // an answer.
-    for layout in [Layout::EncoderOnly, Layout::DecoderOnly, Layout::EncoderDecoder] {
+    let styles = [KeyStyle::Plain, KeyStyle::CaptureHelper, KeyStyle::Architecture];
+    for (layout, style) in [Layout::EncoderOnly, Layout::DecoderOnly, Layout::EncoderDecoder]
+        .into_iter()
+        .flat_map(|l| styles.map(|s| (l, s)))
+    {
         for bad in [Bad::None, Bad::Labels] {
             let step = Step {
                 layout,
@@ -636,6 +676,7 @@ fn with_every_key_written_the_generated_steps_get_a_verdict_either_way() {
                 saved_decoder: true,
                 in_decoder: false,
                 keys: [true; 6],
+                style,
                 npz: false,
             };
             let (tensors, meta, token_cause, _) = step.build();
@@ -646,9 +687,9 @@ fn with_every_key_written_the_generated_steps_get_a_verdict_either_way() {
             } else {
                 Verdict::Refuted
             };
-            assert_eq!(r.verdict, expected, "{layout:?} {bad:?}: {}", r.summary);
+            assert_eq!(r.verdict, expected, "{layout:?} {style:?} {bad:?}: {}", r.summary);
             let r = index_bounds(&snapshot, "position_ids");
-            assert_eq!(r.verdict, Verdict::Refuted, "{layout:?}: {}", r.summary);
+            assert_eq!(r.verdict, Verdict::Refuted, "{layout:?} {style:?}: {}", r.summary);
         }
     }
 }
