@@ -1,8 +1,8 @@
 //! `index_bounds` and `target_bounds`: indices and class targets outside the table or the classes.
 //!
-//! This file owns the one-tensor checks and the table sizes; the ids of an embedding table
-//! (word, position, token type), which several tensors carry, are checked together in
-//! [`embedding`](super::embedding).
+//! This file owns the one-tensor checks and the table sizes; the ids of the word and the position
+//! tables, which several tensors carry, are checked together in [`embedding`](super::embedding)
+//! (`token_type_ids` alone feed theirs, and are checked here).
 
 use super::embedding::Table;
 use super::{Ctx, Found, Param, Scalar, Scan, ScanOutput, first_at, min_max};
