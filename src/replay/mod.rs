@@ -5,7 +5,9 @@
 //! ([`CheckSpec`]: a name and parameters, from a rule's `replay` part or the command line) runs on a
 //! [`Backend`] — the CPU always, the GPU (cudarc, feature `cuda`) when a device opens — and gives a
 //! [`CheckResult`]: confirmed, refuted or inconclusive, with counts, min / max and the first
-//! offending positions and values.
+//! offending positions and values. A cause is refuted only when every tensor that could carry it
+//! was checked against a known limit (the ids of an embedding table: see `check::embedding`);
+//! otherwise the verdict is inconclusive and says what was not checked and which key would tell.
 
 pub mod budget;
 pub mod check;

@@ -160,8 +160,17 @@ fn target_bounds(s: &mut String, p: &Params<'_>) {
 
 fn index_bounds(s: &mut String, p: &Params<'_>) {
     let role = p.value("tensor").unwrap_or_else(|| "input_ids".into());
-    let ids = quote(&p.resolve(&role));
-    let _ = writeln!(s, "ids = t[{ids}].long()");
+    if role == "position_ids" && !p.has(&role) && p.has("input_ids") {
+        // No explicit positions: the ones the sequence length implies.
+        let input = quote(&p.resolve("input_ids"));
+        let _ = writeln!(
+            s,
+            "ids = torch.arange(t[{input}].shape[-1], device=\"cuda\")  # the positions of the sequence"
+        );
+    } else {
+        let ids = quote(&p.resolve(&role));
+        let _ = writeln!(s, "ids = t[{ids}].long()");
+    }
     // The size the check itself reads, in its order.
     match p.int(&super::check::size_keys(&role)) {
         Some(size) => {
@@ -281,6 +290,25 @@ mod tests {
             out.contains("F.embedding(ids, torch.randn(size, 8, device=\"cuda\"))"),
             "{out}"
         );
+        assert!(parses_as_python(&out), "{out}");
+    }
+
+    #[test]
+    fn index_bounds_on_positions_without_position_ids_uses_the_sequence_length() {
+        let sum = summary(
+            &[("input_ids", DType::I64, &[4, 80])],
+            &[("max_position_embeddings", "32")],
+        );
+        let out = script(
+            &spec("index_bounds", &[("tensor", "position_ids")]),
+            &sum,
+            "s.safetensors",
+        );
+        assert!(
+            out.contains("ids = torch.arange(t[\"input_ids\"].shape[-1], device=\"cuda\")"),
+            "{out}"
+        );
+        assert!(out.contains("size = 32\n"), "{out}");
         assert!(parses_as_python(&out), "{out}");
     }
 

@@ -1,5 +1,10 @@
 //! `index_bounds` and `target_bounds`: indices and class targets outside the table or the classes.
+//!
+//! This file owns the one-tensor checks and the table sizes; the ids of the word and the position
+//! tables, which several tensors carry, are checked together in [`embedding`](super::embedding)
+//! (`token_type_ids` alone feed theirs, and are checked here).
 
+use super::embedding::Table;
 use super::{Ctx, Found, Param, Scalar, Scan, ScanOutput, first_at, min_max};
 use crate::replay::snapshot::TensorRef;
 use crate::replay::{ReplayError, Verdict};
@@ -15,9 +20,10 @@ fn beyond(v: Scalar, lo: i64, hi: i64, hi_label: &str) -> String {
 }
 
 /// What part of an out-of-range tensor lies below and above the range.
-fn extremes(out: &ScanOutput, lo: i64, hi: i64) -> String {
+fn extremes(out: &ScanOutput, lo: i64, hi: i64, skip: Option<i64>) -> String {
     let low = out.min.filter(|m| {
-        matches!(*m, Scalar::Int(v) if v < lo) || matches!(*m, Scalar::Float(v) if v < lo as f64)
+        matches!(*m, Scalar::Int(v) if v < lo && Some(v) != skip)
+            || matches!(*m, Scalar::Float(v) if v < lo as f64)
     });
     let high = out.max.filter(|m| {
         matches!(*m, Scalar::Int(v) if v >= hi) || matches!(*m, Scalar::Float(v) if v >= hi as f64)
@@ -31,10 +37,11 @@ fn extremes(out: &ScanOutput, lo: i64, hi: i64) -> String {
 }
 
 /// Other names of the `size` parameter of `index_bounds`: the sizes of the tables a model indexes.
-pub(crate) const TABLE_SIZE_ALIASES: [&str; 6] = [
+pub(crate) const TABLE_SIZE_ALIASES: [&str; 7] = [
     "vocab_size",
     "num_embeddings",
     "max_position_embeddings",
+    "n_positions",
     "type_vocab_size",
     "num_classes",
     "num_labels",
@@ -46,7 +53,7 @@ pub(crate) const TABLE_SIZE_ALIASES: [&str; 6] = [
 pub(crate) fn size_keys(role: &str) -> Vec<&'static str> {
     let first: &[&'static str] = match role {
         "input_ids" | "decoder_input_ids" | "ids" | "tokens" => &["num_embeddings", "vocab_size"],
-        "position_ids" => &["max_position_embeddings"],
+        "position_ids" => &["max_position_embeddings", "n_positions"],
         "token_type_ids" => &["type_vocab_size"],
         "labels" | "label" | "targets" | "target" => &["num_classes", "num_labels"],
         _ => &[],
@@ -58,57 +65,136 @@ pub(crate) fn size_keys(role: &str) -> Vec<&'static str> {
     keys
 }
 
+/// The keys that give the size of the table `role` indexes, as a request (`vocab_size (or
+/// num_embeddings / size)`).
+fn size_hint(role: &str) -> String {
+    let keys = size_keys(role);
+    let own: Vec<&str> = keys.iter().copied().take_while(|k| *k != "size").collect();
+    match own.as_slice() {
+        [] => "size".to_owned(),
+        ["num_embeddings", "vocab_size"] => "vocab_size (or num_embeddings / size)".to_owned(),
+        [first, rest @ ..] => {
+            let mut others: Vec<&str> = rest.to_vec();
+            others.push("size");
+            format!("{first} (or {})", others.join(" / "))
+        }
+    }
+}
+
 pub(super) fn index_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
-    let tensor = match ctx.tensor("input_ids") {
-        Ok(t) => t,
-        Err(why) => return Ok(Found::inconclusive(why)),
+    let role = ctx.text("tensor", "input_ids");
+    // The ids of an embedding table: every tensor that indexes it is checked, not only this one.
+    if let Some(table) = Table::of(&role) {
+        return super::embedding::table_bounds(ctx, table, &role);
+    }
+    let Some(tensor) = ctx.find(&role) else {
+        return Ok(Found::inconclusive(ctx.missing(&role)));
     };
-    let role = ctx.used.get("tensor").cloned().unwrap_or_default();
     let allow_negative = ctx.flag("allow_negative", false)?;
+    let size = table_size(ctx, &role, Some(tensor.name))?;
+    if size.is_none()
+        && matches!(role.as_str(), "labels" | "label" | "targets" | "target")
+        && let Some((vocab, ignore, why)) = super::embedding::labels_as_tokens(ctx, &tensor)?
+    {
+        // A language model's labels index its vocabulary (and, shifted, its decoder's embedding):
+        // one past it confirms. Within it they may still index something smaller.
+        let mut found = ids_within(ctx, &tensor, &role, Some(&vocab), allow_negative, Some(ignore))?;
+        if found.verdict == Verdict::Refuted {
+            found.verdict = Verdict::Inconclusive;
+            found.summary.push_str(&format!(
+                " (the labels are token ids: {why}); what else they index is unknown: add num_classes (or num_labels / size) to the metadata or pass --param size=N"
+            ));
+        } else {
+            found
+                .summary
+                .push_str(&format!("; the labels are token ids ({why})"));
+        }
+        return Ok(found);
+    }
+    let found = ids_within(ctx, &tensor, &role, size.as_ref(), allow_negative, None)?;
+    Ok(elsewhere(found))
+}
+
+/// A refutation says where the assert must come from instead.
+pub(super) fn elsewhere(mut found: Found) -> Found {
+    if found.verdict == Verdict::Refuted {
+        found.summary.push_str("; the assert comes from elsewhere");
+    }
+    found
+}
+
+/// The size of the table `role` indexes: the spec, the metadata (also under `model.KEY`, as the
+/// capture helper writes a model's config), else the other tensors (the rows of `weight`).
+/// `tensor` is the name of the tensor checked, never taken for its own table.
+pub(super) fn table_size(
+    ctx: &mut Ctx<'_>,
+    role: &str,
+    tensor: Option<&str>,
+) -> Result<Option<Param<i64>>, ReplayError> {
     // Metadata keys of other tables would give the wrong size: those count only from the spec.
-    let keys = size_keys(&role);
+    let keys = size_keys(role);
     let own = keys
         .iter()
         .position(|k| *k == "size")
         .map_or(keys.len(), |i| i + 1);
-    let size = match ctx.int_in("size", &keys, &keys[..own])? {
+    let prefixed: Vec<String> = keys[..own].iter().map(|k| format!("model.{k}")).collect();
+    let mut meta: Vec<&str> = keys[..own].to_vec();
+    meta.extend(prefixed.iter().map(String::as_str));
+    let size = match ctx.int_in("size", &keys, &meta)? {
         Some(p) => Some(p),
-        None => derived_size(ctx, &role, &tensor),
+        None => derived_size(ctx, role, tensor),
     };
     if let Some(p) = &size {
         ctx.used.insert("size".into(), p.value.to_string());
     }
+    Ok(size)
+}
+
+/// One tensor of ids against `[0, size)` (`[-size, size)` when `allow_negative`), values equal to
+/// `skip` allowed. Without a size, a negative id still confirms. A refutation's summary is the
+/// bare fact (`all 512 input_ids in [0, 100)`): the caller says what it means.
+pub(super) fn ids_within(
+    ctx: &Ctx<'_>,
+    tensor: &TensorRef<'_>,
+    role: &str,
+    size: Option<&Param<i64>>,
+    allow_negative: bool,
+    skip: Option<i64>,
+) -> Result<Found, ReplayError> {
     let name = tensor.name;
+    let or_skip = skip.map_or_else(String::new, |s| format!(" or ignore_index {s}"));
     let Some(size) = size else {
         // Without a size, negative indices still prove the cause when they are not allowed.
         let lo = if allow_negative { i64::MIN } else { 0 };
         let out = ctx.backend.scan(
-            tensor,
+            *tensor,
             Scan::IntRange {
                 lo,
                 hi: i64::MAX,
-                skip: None,
+                skip,
             },
         )?;
-        let found = match first_at(&tensor, &out) {
+        let found = match first_at(tensor, &out) {
             Some((place, _)) if !allow_negative && !tensor.dtype.is_float() => Found::new(
                 Verdict::Confirmed,
                 format!(
-                    "{place} < 0 ({} of {} values negative; {})",
+                    "{place} < 0{or_skip_not} ({} of {} values negative; {})",
                     out.offending,
                     out.elements,
-                    min_max(&out, tensor.dtype)
+                    min_max(&out, tensor.dtype),
+                    or_skip_not = skip.map_or_else(String::new, |s| format!(" and not ignore_index {s}")),
                 ),
             ),
             _ => Found::inconclusive(format!(
-                "no size for {name}: add vocab_size (or num_embeddings / size) to the snapshot metadata or pass --param size=N ({name}: {})",
+                "no size for {name}: add {} to the snapshot metadata or pass --param size=N ({name}: {})",
+                size_hint(role),
                 min_max(&out, tensor.dtype)
             )),
         };
-        return Ok(found.scanned(&tensor, out));
+        return Ok(found.scanned(tensor, out));
     };
     let (lo, hi) = (if allow_negative { -size.value } else { 0 }, size.value);
-    let out = ctx.backend.scan(tensor, Scan::IntRange { lo, hi, skip: None })?;
+    let out = ctx.backend.scan(*tensor, Scan::IntRange { lo, hi, skip })?;
     let found = if tensor.dtype.is_float() {
         Found::inconclusive(format!(
             "{name} is {}: torch refuses float indices (they must be int64 or int32) before any bounds check, so this snapshot cannot show an out-of-range index; save the ids as integers ({} of {} values outside [{lo}, {hi}); {})",
@@ -117,7 +203,7 @@ pub(super) fn index_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
             out.elements,
             min_max(&out, tensor.dtype)
         ))
-    } else if let Some((place, v)) = first_at(&tensor, &out) {
+    } else if let Some((place, v)) = first_at(tensor, &out) {
         Found::new(
             Verdict::Confirmed,
             format!(
@@ -125,38 +211,34 @@ pub(super) fn index_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
                 beyond(v, lo, hi, &size.label),
                 out.offending,
                 out.elements,
-                extremes(&out, lo, hi)
+                extremes(&out, lo, hi, skip)
             ),
         )
     } else if out.elements == 0 {
-        Found::new(
-            Verdict::Refuted,
-            format!("{name} is empty; the assert comes from elsewhere"),
-        )
+        Found::new(Verdict::Refuted, format!("{name} is empty"))
     } else {
         Found::new(
             Verdict::Refuted,
-            format!(
-                "all {} {name} in [{lo}, {hi}); the assert comes from elsewhere",
-                out.elements
-            ),
+            format!("all {} {name} in [{lo}, {hi}){or_skip}", out.elements),
         )
     };
-    Ok(found.scanned(&tensor, out))
+    Ok(found.scanned(tensor, out))
 }
 
 /// The size of the table `tensor` indexes, from the other tensors: the rows of `weight` for
 /// token ids, the class dim of `logits` for labels.
-fn derived_size(ctx: &Ctx<'_>, role: &str, tensor: &TensorRef<'_>) -> Option<Param<i64>> {
+fn derived_size(ctx: &Ctx<'_>, role: &str, tensor: Option<&str>) -> Option<Param<i64>> {
     match role {
         "position_ids" | "token_type_ids" => None,
-        "labels" | "label" | "targets" | "target" => ctx
-            .find("logits")
-            .filter(|l| l.name != tensor.name)
-            .and_then(|l| classes_of(&l, tensor)),
+        "labels" | "label" | "targets" | "target" => {
+            let labels = ctx.find(role)?;
+            ctx.find("logits")
+                .filter(|l| l.name != labels.name)
+                .and_then(|l| classes_of(&l, &labels))
+        }
         _ => ctx
             .find("weight")
-            .filter(|w| w.shape.len() == 2 && w.name != tensor.name)
+            .filter(|w| w.shape.len() == 2 && Some(w.name) != tensor)
             .and_then(|w| {
                 let rows = i64::try_from(w.shape[0]).ok()?;
                 Some(Param {
@@ -211,6 +293,12 @@ pub(super) fn target_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
     if let Some(c) = &classes {
         ctx.used.insert("num_classes".into(), c.value.to_string());
     }
+    if classes.is_none()
+        && !labels.dtype.is_float()
+        && let Some(found) = past_the_vocabulary(ctx, &labels, ignore)?
+    {
+        return Ok(found);
+    }
     let name = labels.name;
     let hi = classes.as_ref().map_or(i64::MAX, |c| c.value);
     let out = ctx.backend.scan(
@@ -261,4 +349,40 @@ pub(super) fn target_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
         ),
     };
     Ok(found.scanned(&labels, out))
+}
+
+/// A language model's labels past its vocabulary, without a class count: the loss's classes are
+/// the vocabulary's rows, so one past it confirms. Within it, the class count stays unknown
+/// (`None`: the caller says what to add).
+fn past_the_vocabulary(
+    ctx: &mut Ctx<'_>,
+    labels: &TensorRef<'_>,
+    ignore: i64,
+) -> Result<Option<Found>, ReplayError> {
+    let Some((vocab, _, why)) = super::embedding::labels_as_tokens(ctx, labels)? else {
+        return Ok(None);
+    };
+    let out = ctx.backend.scan(
+        *labels,
+        Scan::IntRange {
+            lo: 0,
+            hi: vocab.value,
+            skip: Some(ignore),
+        },
+    )?;
+    let past = out
+        .first
+        .first()
+        .is_some_and(|&(_, v)| matches!(v, Scalar::Int(i) if i >= vocab.value));
+    let Some((place, _)) = first_at(labels, &out).filter(|_| past) else {
+        return Ok(None);
+    };
+    let found = Found::new(
+        Verdict::Confirmed,
+        format!(
+            "{place} >= {} = {} ({} of {} values out of range); the labels are token ids ({why})",
+            vocab.label, vocab.value, out.offending, out.elements
+        ),
+    );
+    Ok(Some(found.scanned(labels, out)))
 }

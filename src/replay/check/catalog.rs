@@ -46,7 +46,7 @@ const TENSOR_HELP: &str = "the tensor: a role (labels, logits, input_ids, …) o
 pub const CHECKS: &[CheckInfo] = &[
     CheckInfo {
         name: "index_bounds",
-        help: "embedding / index_select / gather indices outside [0, size)",
+        help: "embedding / index_select / gather indices outside [0, size); for input_ids and position_ids, every tensor that indexes the same table (decoder inputs, a language model's labels, positions implied by the sequence length)",
         params: &[
             ParamInfo {
                 name: "tensor",
@@ -65,6 +65,48 @@ pub const CHECKS: &[CheckInfo] = &[
                 aliases: &[],
                 default: "false",
                 help: "whether -size..-1 are valid (advanced indexing t[idx] wraps them; embedding and index_select do not)",
+            },
+            ParamInfo {
+                name: "ignore_index",
+                aliases: &[],
+                default: "metadata, else -100",
+                help: "the label value a language model's loss skips (labels checked as token ids)",
+            },
+            ParamInfo {
+                name: "frames",
+                aliases: &[],
+                default: "none (a rule fills it from the traceback: `{stack|} {table|}`)",
+                help: "the model frames of the log's traceback (decoder, embed_tokens, embed_positions, …): a decoder frame implicates the decoder's inputs, whose results come first",
+            },
+            ParamInfo {
+                name: "max_target_positions",
+                aliases: &[],
+                default: "metadata, else max_position_embeddings",
+                help: "positions of an encoder-decoder's decoder",
+            },
+            ParamInfo {
+                name: "position_offset",
+                aliases: &[],
+                default: "metadata, else the family's (RoBERTa: pad_token_id + 1; BART / mBART: 2, in a table of max_position_embeddings + 2 rows), else unknown",
+                help: "the table row of position 0",
+            },
+            ParamInfo {
+                name: "is_encoder_decoder",
+                aliases: &[],
+                default: "metadata (also model.KEY), else model_type / architectures, else whether decoder_input_ids is in the snapshot",
+                help: "whether a decoder takes the labels shifted right",
+            },
+            ParamInfo {
+                name: "model_type",
+                aliases: &["architectures"],
+                default: "metadata (also model.KEY)",
+                help: "the model family (t5, bart, bert, gpt2, …): which tensors carry ids and the position offset",
+            },
+            ParamInfo {
+                name: "decoder_start_token_id",
+                aliases: &["pad_token_id"],
+                default: "metadata (also model.KEY)",
+                help: "the ids the shift to the right adds to an encoder-decoder's decoder inputs (pad_token_id replaces ignore_index)",
             },
         ],
         per_tensor: &[],

@@ -15,6 +15,7 @@ use crate::model::ReplaySpec;
 mod bounds;
 mod catalog;
 mod consistency;
+mod embedding;
 mod gemm;
 mod values;
 

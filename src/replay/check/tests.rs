@@ -582,6 +582,10 @@ fn unknown_checks_and_parameters_are_errors_that_list_the_known_ones() {
 fn every_check_knows_its_aliases_and_per_tensor_families() {
     let known = |c: &str, p: &str| check_info(c).is_some_and(|i| i.knows(p));
     assert!(known("index_bounds", "vocab_size"));
+    assert!(known("index_bounds", "n_positions"));
+    assert!(known("index_bounds", "frames"));
+    assert!(known("index_bounds", "architectures"));
+    assert!(known("index_bounds", "pad_token_id"));
     assert!(known("consistency", "dtype.labels"));
     assert!(known("gemm", "stride.a"));
     assert!(!known("gemm", "stride."));

@@ -1,0 +1,954 @@
+//! Replay verdicts you can trust: a cause is refuted only when every tensor that could carry it
+//! was checked against a known limit, and confirmed only when one of them offends.
+//!
+//! The two wrong verdicts of real failing steps (a T5 whose labels hold an id past the
+//! vocabulary, a BART fed sequences longer than its position table) as sentences, and a property
+//! over generated encoder-only, decoder-only and encoder-decoder snapshots, written by the
+//! safetensors crate and as numpy-style `.npz`, with their metadata whole or in part.
+
+use std::collections::BTreeMap;
+use std::io::{Cursor, Write};
+
+use faultline::replay::check::{self, CheckSpec};
+use faultline::replay::cpu::Cpu;
+use faultline::replay::{CheckResult, Limits, Snapshot, Verdict};
+use proptest::prelude::*;
+use safetensors::tensor::{Dtype, TensorView};
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, ZipWriter};
+
+/// A named int64 tensor.
+struct Ids {
+    name: &'static str,
+    shape: Vec<usize>,
+    values: Vec<i64>,
+}
+
+fn ids(name: &'static str, shape: &[usize], values: Vec<i64>) -> Ids {
+    Ids {
+        name,
+        shape: shape.to_vec(),
+        values,
+    }
+}
+
+/// `rows x cols` ids counting up from 1 and wrapping below `below`.
+fn counting(rows: usize, cols: usize, below: i64) -> Vec<i64> {
+    (0..rows * cols).map(|i| 1 + i as i64 % (below - 1)).collect()
+}
+
+fn le_bytes(values: &[i64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// A safetensors file made by the safetensors crate, as `safetensors.torch.save_file` writes one.
+fn safetensors_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
+    let bytes: Vec<Vec<u8>> = tensors.iter().map(|t| le_bytes(&t.values)).collect();
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .zip(&bytes)
+        .map(|(t, b)| {
+            let view = TensorView::new(Dtype::I64, t.shape.clone(), b).unwrap_or_else(|e| panic!("{e}"));
+            (t.name.to_owned(), view)
+        })
+        .collect();
+    let meta: std::collections::HashMap<String, String> =
+        meta.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    safetensors::serialize(views, Some(meta)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// An `.npy` member as numpy writes an int64 array (version 1, header padded to 64 bytes).
+fn npy(shape: &[usize], values: &[i64]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '<i8', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&le_bytes(values));
+    out
+}
+
+/// A numpy-style `.npz`: one `.npy` member per tensor, the metadata as `params.json` (numbers
+/// and booleans as JSON values, the rest as strings).
+fn npz_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
+    let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
+    let options = SimpleFileOptions::default().compression_method(CompressionMethod::Deflated);
+    for t in tensors {
+        zip.start_file(format!("{}.npy", t.name), options)
+            .unwrap_or_else(|e| panic!("{e}"));
+        zip.write_all(&npy(&t.shape, &t.values))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let params: serde_json::Map<String, serde_json::Value> = meta
+        .iter()
+        .map(|(k, v)| {
+            let value = serde_json::from_str::<serde_json::Value>(v)
+                .ok()
+                .filter(|j| j.is_number() || j.is_boolean())
+                .unwrap_or_else(|| serde_json::Value::String(v.clone()));
+            (k.clone(), value)
+        })
+        .collect();
+    zip.start_file("params.json", options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    zip.write_all(serde_json::Value::Object(params).to_string().as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
+    zip.finish().unwrap_or_else(|e| panic!("{e}")).into_inner()
+}
+
+fn read(bytes: Vec<u8>) -> Snapshot {
+    Snapshot::from_bytes(bytes, &Limits::default()).unwrap_or_else(|e| panic!("refused: {e}"))
+}
+
+/// Metadata as a snapshot's writer gives it: keys and text values.
+type Meta = Vec<(String, String)>;
+
+fn meta(pairs: &[(&str, &str)]) -> Meta {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `index_bounds` for the ids of the table `tensor` names, as the embedding rule's causes run it.
+fn index_bounds(snapshot: &Snapshot, tensor: &str) -> CheckResult {
+    index_bounds_after(snapshot, tensor, "")
+}
+
+/// `index_bounds` as a rule runs it for a log whose traceback holds the model frames `frames`.
+fn index_bounds_after(snapshot: &Snapshot, tensor: &str, frames: &str) -> CheckResult {
+    let spec = CheckSpec {
+        name: "index_bounds".into(),
+        params: BTreeMap::from([
+            ("tensor".to_owned(), tensor.to_owned()),
+            ("frames".to_owned(), frames.to_owned()),
+        ]),
+    };
+    check::run(&spec, snapshot, &Cpu::new()).unwrap_or_else(|e| panic!("check failed: {e}"))
+}
+
+/// The T5 step of issue 20: labels [2, 8] with `labels[1, 7] = bad`, input ids in range.
+fn t5_step(bad: i64) -> Vec<Ids> {
+    let mut labels = counting(2, 8, 32100);
+    labels[3] = -100;
+    labels[15] = bad;
+    vec![
+        ids("input_ids", &[2, 8], counting(2, 8, 32100)),
+        ids("labels", &[2, 8], labels),
+    ]
+}
+
+#[test]
+fn a_t5_label_past_the_vocabulary_confirms_the_token_id_cause_and_names_the_label() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "labels[1, 7] = 32128 >= vocab_size = 32100 (1 of 16 values out of range; max 32128)"
+        ),
+        "{}",
+        r.summary
+    );
+    assert_eq!(r.tensor.as_deref(), Some("labels"));
+}
+
+#[test]
+fn with_the_model_known_the_t5_label_is_named_as_the_decoders_input() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100"), ("model_type", "t5")]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed);
+    assert!(
+        r.summary.ends_with(
+            "the labels are token ids, the decoder's input ids once shifted right (model_type t5)"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn the_labels_cause_of_the_index_kernel_reads_vocab_size_when_the_labels_are_token_ids() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let r = index_bounds(&snapshot, "labels");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("labels[1, 7] = 32128 >= vocab_size = 32100"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_t5_step_in_range_with_every_limit_known_refutes_the_token_id_cause() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[
+            ("vocab_size", "32100"),
+            ("model_type", "t5"),
+            ("decoder_start_token_id", "0"),
+            ("pad_token_id", "0"),
+        ]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "all 16 input_ids in [0, 32100); all 16 labels in [0, 32100) or ignore_index -100; \
+         decoder_start_token_id 0 and pad_token_id 0 in [0, 32100); the assert comes from elsewhere"
+    );
+}
+
+#[test]
+fn a_t5_step_in_range_without_the_decoder_start_token_is_inconclusive_and_names_the_key() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[("vocab_size", "32100"), ("model_type", "t5")]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("checked: all 16 input_ids in [0, 32100)"),
+        "{}",
+        r.summary
+    );
+    assert!(
+        r.summary
+            .contains("not checked: the ids the shift to the right adds to the decoder's inputs (model_type t5): add decoder_start_token_id / pad_token_id"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_t5_step_without_vocab_size_is_inconclusive_and_says_to_add_it() {
+    let snapshot = read(safetensors_file(&t5_step(32128), &meta(&[("model_type", "t5")])));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.contains("no size for input_ids: add vocab_size"),
+        "{}",
+        r.summary
+    );
+    assert!(r.summary.contains("labels (token ids"), "{}", r.summary);
+}
+
+/// The BART step of issue 20: input ids [4, len], labels [4, 20].
+fn bart_step(len: usize) -> Vec<Ids> {
+    vec![
+        ids("input_ids", &[4, len], counting(4, len, 50265)),
+        ids("labels", &[4, 20], counting(4, 20, 50265)),
+    ]
+}
+
+#[test]
+fn bart_inputs_longer_than_the_position_table_confirm_the_position_cause_by_their_length() {
+    let snapshot = read(safetensors_file(
+        &bart_step(80),
+        &meta(&[("max_position_embeddings", "32"), ("vocab_size", "50265")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "input_ids length 80 > max_position_embeddings = 32: positions 32..79 have no row (input_ids shape [4, 80]"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn with_model_type_bart_the_position_offset_is_named() {
+    let snapshot = read(safetensors_file(
+        &bart_step(80),
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "bart")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed);
+    assert_eq!(
+        r.summary,
+        "input_ids length 80 > the 32 positions of max_position_embeddings = 32: positions 32..79 have no row \
+         (input_ids shape [4, 80]; bart positions start at row 2 of a table of max_position_embeddings + 2 rows)"
+    );
+}
+
+#[test]
+fn bart_inputs_within_the_position_table_refute_the_position_cause_for_encoder_and_decoder() {
+    let snapshot = read(safetensors_file(
+        &bart_step(30),
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "bart")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("input_ids length 30 <= the 32 positions"),
+        "{}",
+        r.summary
+    );
+    assert!(
+        r.summary
+            .contains("labels (the decoder's inputs once shifted right) length 20 <= the 32 positions"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn without_max_position_embeddings_the_position_cause_is_inconclusive_and_names_the_key() {
+    let snapshot = read(safetensors_file(&bart_step(80), &meta(&[("model_type", "bart")])));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary
+            .contains("positions implied by input_ids (length 80): max_position_embeddings unknown (add max_position_embeddings"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn the_token_id_cause_of_the_bart_step_checks_more_than_input_ids() {
+    // Every id in range, but nothing says what the model is: the labels might feed a decoder
+    // behind a start token nobody gave.
+    let snapshot = read(safetensors_file(
+        &bart_step(80),
+        &meta(&[("vocab_size", "50265")]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "checked: all 320 input_ids in [0, 50265); all 80 labels in [0, 50265) or ignore_index -100; not checked:"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
+/// A RoBERTa batch [rows, len]: row r holds `tokens[r]` ids from 5 up, then padding id 1.
+fn roberta_batch(len: usize, tokens: &[usize]) -> Vec<i64> {
+    tokens
+        .iter()
+        .flat_map(|&n| (0..len).map(move |i| if i < n { 5 + i as i64 } else { 1 }))
+        .collect()
+}
+
+#[test]
+fn a_roberta_row_with_more_tokens_than_positions_after_padding_idx_confirms() {
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[2, 513], roberta_batch(513, &[100, 513]))],
+        &meta(&[
+            ("max_position_embeddings", "514"),
+            ("model.model_type", "roberta"),
+        ]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "input_ids[1] holds 513 tokens besides padding 1: more than the 512 positions of \
+         max_position_embeddings = 514 (positions start after padding_idx 1)"
+    );
+}
+
+#[test]
+fn a_padded_roberta_batch_longer_than_the_table_fits_when_no_row_is() {
+    // RoBERTa's positions skip the padding: 600 columns, at most 512 tokens in a row.
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[2, 600], roberta_batch(600, &[512, 30]))],
+        &meta(&[("max_position_embeddings", "514"), ("model_type", "roberta")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    // With the family unknown, the same batch is past the table for BERT-style positions only.
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[2, 600], roberta_batch(600, &[512, 30]))],
+        &meta(&[("max_position_embeddings", "514")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary
+            .ends_with("a RoBERTa-style model would not fail (add model_type to the metadata)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_rotary_model_has_no_position_table_to_refute_or_confirm() {
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[1, 64], counting(1, 64, 100))],
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "llama")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("llama has no fixed position table"),
+        "{}",
+        r.summary
+    );
+}
+
+// ---- The property: never refuted when the cause holds, never confirmed when it does not. ----
+
+/// What a generated model is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// A BERT classifier: labels are one class per sequence.
+    EncoderOnly,
+    /// A GPT-2 language model: labels are the input ids, -100 where masked.
+    DecoderOnly,
+    /// A BART: labels are the decoder's ids, shifted right (or `decoder_input_ids` given).
+    EncoderDecoder,
+}
+
+/// Where a generated out-of-vocabulary id goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bad {
+    None,
+    InputIds,
+    DecoderIds,
+    Labels,
+}
+
+#[derive(Debug, Clone)]
+struct Step {
+    layout: Layout,
+    batch: usize,
+    enc_len: usize,
+    dec_len: usize,
+    vocab: i64,
+    positions: i64,
+    bad: Bad,
+    bad_at: usize,
+    bad_by: i64,
+    masked: Vec<bool>,
+    with_decoder_ids: bool,
+    /// Whether the decoder's tensors (labels, decoder_input_ids) were saved: a capture can miss
+    /// them, and the cause they carry still holds.
+    saved_decoder: bool,
+    /// Whether the log's traceback is in the decoder (`self.decoder(`), passed as `frames`.
+    in_decoder: bool,
+    /// Which metadata keys are written.
+    keys: [bool; 6],
+    /// How they are written.
+    style: KeyStyle,
+    npz: bool,
+}
+
+/// How a writer spells the model's config in the metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyStyle {
+    /// `vocab_size`, `model_type`, … as `save_file(..., metadata=config)` writes them.
+    Plain,
+    /// `model.vocab_size`, `model.model_type`, … as the capture helper writes them.
+    CaptureHelper,
+    /// The architecture (`["BartForConditionalGeneration"]`) instead of `model_type`.
+    Architecture,
+}
+
+const KEYS: [&str; 6] = [
+    "vocab_size",
+    "max_position_embeddings",
+    "model_type",
+    "is_encoder_decoder",
+    "decoder_start_token_id",
+    "pad_token_id",
+];
+
+fn step() -> impl Strategy<Value = Step> {
+    let layout = prop_oneof![
+        Just(Layout::EncoderOnly),
+        Just(Layout::DecoderOnly),
+        Just(Layout::EncoderDecoder)
+    ];
+    let bad = prop_oneof![
+        Just(Bad::None),
+        Just(Bad::InputIds),
+        Just(Bad::DecoderIds),
+        Just(Bad::Labels)
+    ];
+    let sizes = (layout, 1usize..4, 1usize..14, 1usize..14, 5i64..60, 4i64..12);
+    let values = (
+        bad,
+        0usize..1000,
+        0i64..5,
+        proptest::collection::vec(any::<bool>(), 14 * 3),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
+        proptest::array::uniform6(any::<bool>()),
+        (
+            prop_oneof![
+                Just(KeyStyle::Plain),
+                Just(KeyStyle::CaptureHelper),
+                Just(KeyStyle::Architecture)
+            ],
+            any::<bool>(),
+        ),
+    );
+    (sizes, values).prop_map(
+        |(
+            (layout, batch, enc_len, dec_len, vocab, positions),
+            (bad, bad_at, bad_by, masked, (with_decoder_ids, saved, in_decoder), keys, (style, npz)),
+        )| Step {
+            layout,
+            batch,
+            enc_len,
+            dec_len,
+            vocab,
+            positions,
+            bad,
+            bad_at,
+            bad_by,
+            masked,
+            with_decoder_ids,
+            // Only an encoder-decoder has a decoder; with nothing (metadata or log) that says it
+            // has one, a snapshot of input_ids alone is all there is to judge.
+            saved_decoder: saved || layout != Layout::EncoderDecoder || !(keys[2] || keys[3] || in_decoder),
+            in_decoder: in_decoder && layout == Layout::EncoderDecoder,
+            keys,
+            style,
+            npz,
+        },
+    )
+}
+
+impl Step {
+    /// The tensors and metadata of the step, and whether each cause holds in it.
+    fn build(&self) -> (Vec<Ids>, Meta, bool, bool) {
+        let (b, v) = (self.batch, self.vocab);
+        let mut input_ids = counting(b, self.enc_len, v);
+        let mut tensors = Vec::new();
+        let mut token_cause = false;
+        let place = |values: &mut Vec<i64>, cause: &mut bool| {
+            let at = self.bad_at % values.len();
+            values[at] = v + self.bad_by;
+            *cause = true;
+        };
+        if self.bad == Bad::InputIds {
+            place(&mut input_ids, &mut token_cause);
+        }
+        let mut position_cause = self.enc_len as i64 > self.positions;
+        match self.layout {
+            Layout::EncoderOnly => {
+                tensors.push(ids("input_ids", &[b, self.enc_len], input_ids));
+                tensors.push(ids("labels", &[b], (0..b as i64).map(|i| i % 3).collect()));
+            }
+            Layout::DecoderOnly => {
+                let mut labels = input_ids.clone();
+                for (l, &m) in labels.iter_mut().zip(&self.masked) {
+                    if m {
+                        *l = -100;
+                    }
+                }
+                if matches!(self.bad, Bad::Labels | Bad::DecoderIds) {
+                    place(&mut labels, &mut token_cause);
+                }
+                tensors.push(ids("input_ids", &[b, self.enc_len], input_ids));
+                tensors.push(ids("labels", &[b, self.enc_len], labels));
+            }
+            Layout::EncoderDecoder => {
+                position_cause |= self.dec_len as i64 > self.positions;
+                let mut labels = counting(b, self.dec_len, v);
+                for (l, &m) in labels.iter_mut().zip(&self.masked) {
+                    if m {
+                        *l = -100;
+                    }
+                }
+                tensors.push(ids("input_ids", &[b, self.enc_len], input_ids));
+                if self.with_decoder_ids && self.saved_decoder {
+                    let mut decoder = counting(b, self.dec_len, v);
+                    if self.bad == Bad::DecoderIds {
+                        place(&mut decoder, &mut token_cause);
+                    }
+                    tensors.push(ids("decoder_input_ids", &[b, self.dec_len], decoder));
+                }
+                if self.bad == Bad::Labels
+                    || (self.bad == Bad::DecoderIds && !(self.with_decoder_ids && self.saved_decoder))
+                {
+                    place(&mut labels, &mut token_cause);
+                }
+                if self.saved_decoder {
+                    tensors.push(ids("labels", &[b, self.dec_len], labels));
+                }
+            }
+        }
+        let (model_type, architecture, encoder_decoder) = match self.layout {
+            Layout::EncoderOnly => ("bert", "BertForSequenceClassification", "false"),
+            Layout::DecoderOnly => ("gpt2", "GPT2LMHeadModel", "false"),
+            Layout::EncoderDecoder => ("bart", "BartForConditionalGeneration", "true"),
+        };
+        let model_type = match self.style {
+            KeyStyle::Architecture => format!("[\"{architecture}\"]"),
+            KeyStyle::Plain | KeyStyle::CaptureHelper => model_type.to_owned(),
+        };
+        let values = [
+            self.vocab.to_string(),
+            self.positions.to_string(),
+            model_type,
+            encoder_decoder.to_owned(),
+            "0".to_owned(),
+            "1".to_owned(),
+        ];
+        let meta = KEYS
+            .iter()
+            .zip(values)
+            .zip(self.keys)
+            .filter(|(_, written)| *written)
+            .map(|((k, v), _)| {
+                let key = match (self.style, *k) {
+                    (KeyStyle::CaptureHelper, k) => format!("model.{k}"),
+                    (KeyStyle::Architecture, "model_type") => "architectures".to_owned(),
+                    (_, k) => k.to_owned(),
+                };
+                (key, v)
+            })
+            .collect();
+        (tensors, meta, token_cause, position_cause)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_cause_that_holds_is_never_refuted_and_one_that_does_not_is_never_confirmed(step in step()) {
+        let (tensors, meta, token_cause, position_cause) = step.build();
+        let file = if step.npz { npz_file(&tensors, &meta) } else { safetensors_file(&tensors, &meta) };
+        let snapshot = read(file);
+        let frames = if step.in_decoder { "decoder embed_tokens" } else { "" };
+        for (role, holds) in [("input_ids", token_cause), ("position_ids", position_cause)] {
+            let r = index_bounds_after(&snapshot, role, frames);
+            if holds {
+                prop_assert_ne!(r.verdict, Verdict::Refuted, "{} cause holds: {}", role, r.summary);
+            } else {
+                prop_assert_ne!(r.verdict, Verdict::Confirmed, "{} cause does not hold: {}", role, r.summary);
+            }
+        }
+    }
+}
+
+#[test]
+fn with_every_key_written_the_generated_steps_get_a_verdict_either_way() {
+    // The property allows "inconclusive" everywhere; with the metadata whole, a layout's answer is
+    // an answer.
+    let styles = [KeyStyle::Plain, KeyStyle::CaptureHelper, KeyStyle::Architecture];
+    for (layout, style) in [Layout::EncoderOnly, Layout::DecoderOnly, Layout::EncoderDecoder]
+        .into_iter()
+        .flat_map(|l| styles.map(|s| (l, s)))
+    {
+        for bad in [Bad::None, Bad::Labels] {
+            let step = Step {
+                layout,
+                batch: 2,
+                enc_len: 6,
+                dec_len: 5,
+                vocab: 40,
+                positions: 8,
+                bad: if layout == Layout::EncoderOnly && bad == Bad::Labels {
+                    Bad::InputIds
+                } else {
+                    bad
+                },
+                bad_at: 3,
+                bad_by: 1,
+                masked: vec![false, true, false, false],
+                with_decoder_ids: false,
+                saved_decoder: true,
+                in_decoder: false,
+                keys: [true; 6],
+                style,
+                npz: false,
+            };
+            let (tensors, meta, token_cause, _) = step.build();
+            let snapshot = read(safetensors_file(&tensors, &meta));
+            let r = index_bounds(&snapshot, "input_ids");
+            let expected = if token_cause {
+                Verdict::Confirmed
+            } else {
+                Verdict::Refuted
+            };
+            assert_eq!(r.verdict, expected, "{layout:?} {style:?} {bad:?}: {}", r.summary);
+            let r = index_bounds(&snapshot, "position_ids");
+            assert_eq!(r.verdict, Verdict::Refuted, "{layout:?} {style:?}: {}", r.summary);
+        }
+    }
+}
+
+// ---- The log picks the suspects: a traceback in the decoder implicates the decoder's inputs. ----
+
+/// The T5 failure of issue 20 as torch 2.11 prints it: the gather kernel's assert, the last model
+/// frame `self.decoder(`, then the decoder's token lookup.
+const T5_LOG: &str = r#"/pytorch/aten/src/ATen/native/cuda/IndexKernelUtils.cu:16: vectorized_gather_kernel: block: [12,0,0], thread: [5,0,0] Assertion `ind >=0 && ind < ind_dim_size && "vectorized gather kernel index out of bounds"` failed.
+Traceback (most recent call last):
+  File "/work/train.py", line 41, in <module>
+    loss = model(**batch).loss
+           ^^^^^^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/transformers/models/t5/modeling_t5.py", line 1702, in forward
+    decoder_outputs = self.decoder(
+                      ^^^^^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/transformers/models/t5/modeling_t5.py", line 1011, in forward
+    inputs_embeds = self.embed_tokens(input_ids)
+                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/sparse.py", line 189, in forward
+    return F.embedding(
+           ^^^^^^^^^^^^
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/functional.py", line 2567, in embedding
+    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+torch.AcceleratorError: CUDA error: device-side assert triggered
+"#;
+
+/// The verdict and summary of the first cause titled with `title` in the top finding.
+fn outcome_of(diagnosis: &faultline::model::Diagnosis, title: &str) -> (Verdict, String) {
+    let top = &diagnosis.findings[0];
+    let cause = top
+        .causes
+        .iter()
+        .find(|c| c.title.starts_with(title))
+        .unwrap_or_else(|| panic!("no cause {title:?} in {}", top.rule));
+    let outcome = cause
+        .outcome
+        .as_ref()
+        .unwrap_or_else(|| panic!("cause {title:?} was not replayed"));
+    (outcome.verdict, outcome.summary.clone())
+}
+
+fn diagnose_and_replay(log: &str, snapshot: &Snapshot) -> faultline::model::Diagnosis {
+    let rules = faultline::rules::RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let mut diagnosis = faultline::diagnose::analyze_str(&rules, log);
+    faultline::replay::replay_diagnosis(&mut diagnosis, snapshot, &Cpu::new());
+    diagnosis
+}
+
+#[test]
+fn the_t5_failure_replayed_from_its_log_confirms_the_token_id_cause_by_the_labels() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let diagnosis = diagnose_and_replay(T5_LOG, &snapshot);
+    assert_eq!(diagnosis.findings[0].rule, "assert.embedding_gather");
+    let (verdict, summary) = outcome_of(&diagnosis, "Token ids past the vocabulary");
+    assert_eq!(verdict, Verdict::Confirmed, "{summary}");
+    assert!(
+        summary.starts_with("labels[1, 7] = 32128 >= vocab_size = 32100"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_decoder_traceback_with_only_input_ids_saved_is_never_refuted() {
+    // Before: "refuted: all input_ids in [0, V)". The log says the decoder's lookup failed, and
+    // the snapshot holds nothing the decoder took.
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[2, 8], counting(2, 8, 32100))],
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let diagnosis = diagnose_and_replay(T5_LOG, &snapshot);
+    let (verdict, summary) = outcome_of(&diagnosis, "Token ids past the vocabulary");
+    assert_eq!(verdict, Verdict::Inconclusive, "{summary}");
+    assert!(
+        summary.contains(
+            "not checked: the decoder's input ids (the traceback is in the decoder: decoder embed_tokens): the snapshot holds neither decoder_input_ids nor labels"
+        ),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_decoder_traceback_puts_the_decoders_inputs_first() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[
+            ("vocab_size", "32100"),
+            ("model_type", "t5"),
+            ("decoder_start_token_id", "0"),
+            ("pad_token_id", "0"),
+        ]),
+    ));
+    let diagnosis = diagnose_and_replay(T5_LOG, &snapshot);
+    let (verdict, summary) = outcome_of(&diagnosis, "Token ids past the vocabulary");
+    assert_eq!(verdict, Verdict::Refuted, "{summary}");
+    assert!(
+        summary.starts_with("all 16 labels in [0, 32100) or ignore_index -100"),
+        "{summary}"
+    );
+}
+
+// ---- The labels' own checks read the vocabulary when the labels are token ids. ----
+
+fn run(snapshot: &Snapshot, check_name: &str, params: &[(&str, &str)]) -> CheckResult {
+    let spec = CheckSpec {
+        name: check_name.into(),
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    check::run(&spec, snapshot, &Cpu::new()).unwrap_or_else(|e| panic!("check failed: {e}"))
+}
+
+#[test]
+fn a_t5_label_past_the_vocabulary_confirms_the_loss_target_cause_without_num_classes() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let r = run(&snapshot, "target_bounds", &[]);
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("labels[1, 7] = 32128 >= vocab_size = 32100 (1 of 16 values out of range)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn labels_within_the_vocabulary_refute_neither_the_loss_target_nor_the_label_index_cause() {
+    // The vocabulary bounds what the labels index through the embedding, not a smaller per-class
+    // tensor or a token classifier's classes.
+    let snapshot = read(safetensors_file(&t5_step(5), &meta(&[("vocab_size", "32100")])));
+    let r = run(&snapshot, "target_bounds", &[]);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(r.summary.starts_with("no num_classes"), "{}", r.summary);
+    let r = index_bounds(&snapshot, "labels");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.contains("add num_classes (or num_labels / size)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn labels_of_a_token_classifier_are_classes_not_token_ids() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32128),
+        &meta(&[
+            ("vocab_size", "32100"),
+            ("architectures", "[\"BertForTokenClassification\"]"),
+            ("model_type", "bert"),
+        ]),
+    ));
+    let r = index_bounds(&snapshot, "input_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "all 16 input_ids in [0, 32100); the assert comes from elsewhere"
+    );
+}
+
+#[test]
+fn the_family_is_read_from_the_architecture_when_model_type_is_missing() {
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[1, 64], counting(1, 64, 100))],
+        &meta(&[
+            ("max_position_embeddings", "32"),
+            ("model.class", "RoFormerForMaskedLM"),
+        ]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("roformer has no fixed position table"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_malformed_model_key_is_an_error_that_names_it() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[("vocab_size", "32100"), ("is_encoder_decoder", "maybe")]),
+    ));
+    let spec = CheckSpec {
+        name: "index_bounds".into(),
+        params: BTreeMap::new(),
+    };
+    let err = check::run(&spec, &snapshot, &Cpu::new()).map(|r| r.summary);
+    assert!(
+        matches!(&err, Err(e) if e.to_string() == "parameter is_encoder_decoder = \"maybe\" is not true or false"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_position_offset_and_explicit_position_ids_are_read_as_given() {
+    // position_ids index the table directly; the lengths of an encoder-decoder's decoder count.
+    let snapshot = read(safetensors_file(
+        &[
+            ids("input_ids", &[1, 10], counting(1, 10, 100)),
+            ids("position_ids", &[1, 10], (0..10).collect()),
+            ids("decoder_input_ids", &[1, 12], counting(1, 12, 100)),
+        ],
+        &meta(&[("max_position_embeddings", "12"), ("position_offset", "1")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "decoder_input_ids length 12 > the 11 positions of max_position_embeddings = 12: positions 11..11 have no row \
+         (decoder_input_ids shape [1, 12]; position_offset = 1)"
+    );
+}
+
+#[test]
+fn a_generation_step_counts_the_cached_positions_its_attention_mask_covers() {
+    // One new token, 40 tokens in the cache and the mask: position 40 of a 32-position GPT-2.
+    let snapshot = read(safetensors_file(
+        &[
+            ids("input_ids", &[1, 1], vec![7]),
+            ids("attention_mask", &[1, 41], vec![1; 41]),
+        ],
+        &meta(&[("n_positions", "32"), ("model_type", "gpt2")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("attention_mask length 41 > the 32 positions of n_positions = 32"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_cache_position_past_the_table_confirms_the_position_cause() {
+    let snapshot = read(safetensors_file(
+        &[
+            ids("input_ids", &[1, 1], vec![7]),
+            ids("cache_position", &[1], vec![35]),
+        ],
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "opt")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("cache_position[0] = 35 >= max_position_embeddings = 32"),
+        "{}",
+        r.summary
+    );
+}
