@@ -8,6 +8,7 @@ mod client;
 mod eval_cmd;
 mod input;
 mod parse_cmd;
+mod preflight_cmd;
 mod replay_cmd;
 mod rules_cmd;
 mod serve;
@@ -49,6 +50,8 @@ enum Command {
     Token(serve::TokenArgs),
     /// Runs one check on a tensor snapshot offline (confirmed / refuted / inconclusive).
     Replay(replay_cmd::ReplayArgs),
+    /// Runs the replay checks on a batch before a job starts (exit 1 on a problem, 0 clean).
+    Preflight(preflight_cmd::PreflightArgs),
     /// Runs a standalone replay worker that leases jobs from the knowledge base.
     Worker(worker_cmd::WorkerArgs),
 }
@@ -105,6 +108,7 @@ pub fn main() -> ExitCode {
         Command::Migrate(args) => serve::migrate(&args, &mut stdout),
         Command::Token(args) => serve::token(&args, &mut stdout),
         Command::Replay(args) => replay_cmd::run(&args, &mut stdout),
+        Command::Preflight(args) => preflight_cmd::run(&args, &mut stdout),
         Command::Worker(args) => worker_cmd::run(&args, &mut stdout),
     };
     let _ = stdout.flush();

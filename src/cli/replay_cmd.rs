@@ -50,8 +50,9 @@ enum Format {
     Json,
 }
 
+/// Where checks run, as the commands that run them take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Backend {
+pub(super) enum Backend {
     /// The GPU when one opens, else the CPU.
     Auto,
     /// The CPU.
@@ -60,7 +61,19 @@ enum Backend {
     Gpu,
 }
 
-fn parse_param(text: &str) -> Result<(String, String), String> {
+impl Backend {
+    /// The replay's choice.
+    pub(super) fn choice(self) -> BackendChoice {
+        match self {
+            Backend::Auto => BackendChoice::Auto,
+            Backend::Cpu => BackendChoice::Cpu,
+            Backend::Gpu => BackendChoice::Gpu,
+        }
+    }
+}
+
+/// `KEY=VALUE` of a `--param`.
+pub(super) fn parse_param(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_owned(), value.trim().to_owned())),
         _ => Err(format!("{text:?} is not KEY=VALUE")),
@@ -85,11 +98,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         name: name.to_owned(),
         params: args.params.iter().cloned().collect(),
     };
-    let backend = open_backend(match args.backend {
-        Backend::Auto => BackendChoice::Auto,
-        Backend::Cpu => BackendChoice::Cpu,
-        Backend::Gpu => BackendChoice::Gpu,
-    })?;
+    let backend = open_backend(args.backend.choice())?;
     let result = check::run(&spec, &snapshot, backend.as_ref())?;
     let script = args.reproducer.then(|| {
         let file = path.file_name().unwrap_or(path.as_os_str()).to_string_lossy();

@@ -15,6 +15,7 @@ pub mod cpu;
 pub mod gpu;
 mod npz;
 mod params;
+pub mod preflight;
 pub mod reproducer;
 mod safetensors;
 pub mod snapshot;
