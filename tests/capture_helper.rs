@@ -390,3 +390,44 @@ fn npz_files_written_by_numpy_are_read_little_endian_in_c_order() {
         );
     }
 }
+
+/// The helper's pre-flight on a batch whose ids pass the vocabulary, then on a clean one, with
+/// the real binary.
+const PREFLIGHT: &str = r#"
+import sys
+import numpy as np
+import faultline_capture as fc
+
+bad = {"input_ids": np.array([[1, 2, 12], [3, 4, 5]], dtype=np.int64)}
+try:
+    fc.preflight(bad, params={"vocab_size": 10}, path=sys.argv[1])
+    print("NOT RAISED")
+except fc.PreflightError as e:
+    print("RAISED " + e.report.splitlines()[1])
+good = {"input_ids": np.array([[1, 2, 3], [3, 4, 5]], dtype=np.int64)}
+result = fc.preflight(good, params={"vocab_size": 10, "max_position_embeddings": 8}, path=sys.argv[1])
+print("CLEAN %s %d" % (result.clean, result.returncode))
+"#;
+
+#[test]
+fn the_helpers_preflight_stops_a_job_whose_batch_passes_the_vocabulary() {
+    let Some(python) = python() else {
+        return;
+    };
+    let dir = TempDir::new("preflight");
+    let file = dir.join("batch.safetensors");
+    let out = python_command(python)
+        .env("FAULTLINE_BIN", env!("CARGO_BIN_EXE_faultline"))
+        .arg("-c")
+        .arg(PREFLIGHT)
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(
+        said.contains("RAISED   problem: input_ids[0, 2] = 12 >= vocab_size = 10"),
+        "{said}"
+    );
+    assert!(said.contains("CLEAN True 0"), "{said}");
+}

@@ -69,10 +69,15 @@ import safetensors.numpy
 
 __all__ = [
     "Capture",
+    "PreflightError",
+    "PreflightResult",
     "UploadError",
     "capture",
+    "hf_preflight_callback",
+    "lightning_preflight_callback",
     "looks_like_cuda_error",
     "model_facts",
+    "preflight",
     "read_header",
     "save_snapshot",
     "upload",
@@ -310,10 +315,14 @@ def _first_line(exc: BaseException, limit: int = 500) -> str:
 
 
 def _unwrap(model: Any) -> Any:
-    """The model inside DistributedDataParallel (``.module``) or torch.compile (``._orig_mod``)."""
+    """The model inside DistributedDataParallel (``.module``), torch.compile (``._orig_mod``) or
+    a LightningModule that holds it as ``.model`` (only when the outer object is no model itself:
+    a Hugging Face model's own ``.model`` is its body, without the head)."""
     for _ in range(8):
         inner = None
-        for attr in ("module", "_orig_mod"):
+        outer_is_model = hasattr(model, "config") or hasattr(model, "get_input_embeddings")
+        wrappers = ("module", "_orig_mod") if outer_is_model else ("module", "_orig_mod", "model")
+        for attr in wrappers:
             candidate = getattr(model, attr, None)
             if candidate is not None and candidate is not model and (
                 hasattr(candidate, "config") or hasattr(candidate, "get_input_embeddings")
@@ -876,6 +885,164 @@ def _param(text: str) -> Tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
     return key.strip(), value.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Pre-flight: the batch checked before the job spends GPU hours
+
+
+class PreflightError(Exception):
+    """``faultline preflight`` found a problem the job would meet (its report is the message)."""
+
+    def __init__(self, report: str, snapshot: str) -> None:
+        super().__init__(report)
+        self.report = report
+        self.snapshot = snapshot
+
+
+class PreflightResult(NamedTuple):
+    """What ``faultline preflight`` said of a batch."""
+
+    #: 0 no problem found, 1 a problem, 2 bad input (see ``output``).
+    returncode: int
+    #: Its report (standard output, then standard error).
+    output: str
+    #: Where the batch was saved.
+    snapshot: str
+
+    @property
+    def clean(self) -> bool:
+        return self.returncode == 0
+
+
+def _faultline_binary(binary: Optional[str]) -> str:
+    return binary or os.environ.get("FAULTLINE_BIN") or "faultline"
+
+
+def preflight(
+    batch: Any,
+    model: Any = None,
+    tokenizer: Any = None,
+    params: Optional[Mapping[str, Any]] = None,
+    config: Optional[str] = None,
+    path: Optional[str] = None,
+    binary: Optional[str] = None,
+    raise_on_problem: bool = True,
+    timeout: float = 300.0,
+) -> PreflightResult:
+    """Saves ``batch`` (with the facts of ``model`` / ``tokenizer``, see :func:`save_snapshot`)
+    and runs ``faultline preflight`` on it: labels or ids past the vocabulary, sequences longer
+    than the position table, NaN / Inf, tensors that disagree, before the job starts.
+
+    ``binary`` is the faultline executable (default ``$FAULTLINE_BIN``, else ``faultline`` on the
+    PATH); ``config`` a Hugging Face ``config.json`` to read facts from. A problem raises
+    :class:`PreflightError` unless ``raise_on_problem`` is false; a missing binary or a snapshot
+    faultline cannot read gives a result with ``returncode`` 2 and a warning, never an exception,
+    so a broken check never stops training by itself.
+    """
+    import subprocess
+    import tempfile
+
+    if path is None:
+        handle, path = tempfile.mkstemp(prefix="faultline-preflight-", suffix=".safetensors")
+        os.close(handle)
+    save_snapshot(path, batch, params=params, model=model, tokenizer=tokenizer)
+    command = [_faultline_binary(binary), "preflight", "--snapshot", path]
+    if config is not None:
+        command += ["--config", os.fspath(config)]
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError) as e:
+        _warn(f"preflight did not run ({command[0]}: {e}); set FAULTLINE_BIN to the faultline binary")
+        return PreflightResult(2, str(e), path)
+    result = PreflightResult(run.returncode, run.stdout + run.stderr, path)
+    if run.returncode == 1 and raise_on_problem:
+        raise PreflightError(result.output.strip(), path)
+    if run.returncode not in (0, 1):
+        _warn(f"preflight could not check the batch: {result.output.strip()}")
+    return result
+
+
+class _Every:
+    """Which steps a callback checks: the first, then every ``every``-th (0: only the first)."""
+
+    def __init__(self, every: int) -> None:
+        if every < 0:
+            raise ValueError("every is a number of steps, 0 for the first batch only")
+        self.every = every
+
+    def wants(self, step: int) -> bool:
+        return step == 0 or (self.every > 0 and step % self.every == 0)
+
+
+def hf_preflight_callback(every: int = 0, **options: Any) -> Any:
+    """A ``transformers.TrainerCallback`` that runs :func:`preflight` on the first training batch
+    (``every`` > 0: on a fresh batch every ``every`` steps too) before the step runs, with the
+    trainer's model and tokenizer; ``options`` go to :func:`preflight` (``binary``, ``config``,
+    ``params``, ``raise_on_problem``). A problem stops training with :class:`PreflightError`::
+
+        trainer = Trainer(..., callbacks=[hf_preflight_callback()])
+
+    The Trainer gives its callbacks the data loader, not the batch: the batch checked is the
+    loader's first (a fresh iterator's, so with shuffling it is one of the epoch's batches).
+    """
+    from transformers import TrainerCallback  # only when asked for
+
+    steps = _Every(every)
+
+    class FaultlinePreflight(TrainerCallback):  # type: ignore[misc, valid-type]
+        def _check(self, state: Any, kwargs: Dict[str, Any]) -> None:
+            loader = kwargs.get("train_dataloader")
+            if loader is None:
+                _warn("preflight: the Trainer gave no train_dataloader; nothing checked")
+                return
+            batch = next(iter(loader))
+            model = kwargs.get("model")
+            tokenizer = kwargs.get("processing_class", kwargs.get("tokenizer"))
+            result = preflight(batch, model=model, tokenizer=tokenizer, **options)
+            _announce_preflight(result, getattr(state, "global_step", 0))
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._check(state, kwargs)
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            step = getattr(state, "global_step", 0)
+            if step > 0 and steps.wants(step):
+                self._check(state, kwargs)
+
+    return FaultlinePreflight()
+
+
+def lightning_preflight_callback(every: int = 0, **options: Any) -> Any:
+    """A Lightning ``Callback`` that runs :func:`preflight` on the first training batch (and every
+    ``every``-th batch when ``every`` > 0), the batch the step is about to train on, with the
+    LightningModule as the model (its ``tokenizer`` attribute when it has one); ``options`` go to
+    :func:`preflight`::
+
+        trainer = L.Trainer(callbacks=[lightning_preflight_callback(every=1000)])
+    """
+    try:
+        from lightning.pytorch import Callback  # Lightning 2
+    except ImportError:
+        from pytorch_lightning import Callback  # the older package name
+
+    steps = _Every(every)
+
+    class FaultlinePreflight(Callback):  # type: ignore[misc, valid-type]
+        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+            step = getattr(trainer, "global_step", batch_idx)
+            if steps.wants(step):
+                tokenizer = getattr(pl_module, "tokenizer", None)
+                result = preflight(batch, model=pl_module, tokenizer=tokenizer, **options)
+                _announce_preflight(result, step)
+
+    return FaultlinePreflight()
+
+
+def _announce_preflight(result: PreflightResult, step: int) -> None:
+    if result.clean:
+        first = result.output.splitlines()[0] if result.output else "no problem found"
+        print(f"faultline: step {step}: {first}", file=sys.stderr)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -8,6 +8,7 @@ Run against the installed package: ``pip install ./clients/python`` then
 from __future__ import annotations
 
 import contextlib
+import sys
 import io
 import json
 import os
@@ -606,3 +607,98 @@ class TorchTest(TempDirTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# ---------------------------------------------------------------------------------------------
+# Pre-flight
+
+
+FAKE_FAULTLINE = """#!{python}
+import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_FAULTLINE_ARGS"], "w") as f:
+    json.dump(args, f)
+code = int(os.environ.get("FAKE_FAULTLINE_EXIT", "0"))
+print("preflight " + args[args.index("--snapshot") + 1] + (": no problem found (3 checks)" if code == 0 else ": 1 problem(s)"))
+if code == 1:
+    print("  problem: labels[0] = 7 >= num_classes = 3 (target_bounds on labels)")
+sys.exit(code)
+"""
+
+
+class PreflightTest(TempDirTest):
+    """The plumbing around ``faultline preflight``, with a stand-in binary that records its
+    arguments (the real binary runs in tests/capture_helper.rs)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.binary = self.path("faultline")
+        with open(self.binary, "w") as f:
+            f.write(FAKE_FAULTLINE.format(python=sys.executable))
+        os.chmod(self.binary, 0o755)
+        os.environ["FAULTLINE_BIN"] = self.binary
+        os.environ["FAKE_FAULTLINE_ARGS"] = self.path("args.json")
+
+    def args(self) -> List[str]:
+        with open(self.path("args.json")) as f:
+            return json.load(f)
+
+    def test_a_clean_batch_is_saved_and_checked_with_the_models_facts(self) -> None:
+        result = fc.preflight({"labels": [0, 1, 2]}, model=FakeForSequenceClassification())
+        self.assertTrue(result.clean, result.output)
+        self.assertEqual(self.args(), ["preflight", "--snapshot", result.snapshot])
+        self.assertEqual(metadata_of(result.snapshot)["num_classes"], "3")
+
+    def test_a_problem_stops_the_job_with_the_report(self) -> None:
+        os.environ["FAKE_FAULTLINE_EXIT"] = "1"
+        with self.assertRaises(fc.PreflightError) as raised:
+            fc.preflight({"labels": [0, 7]}, params={"num_classes": 3}, config="config.json")
+        self.assertIn("labels[0] = 7 >= num_classes = 3", raised.exception.report)
+        self.assertEqual(self.args()[-2:], ["--config", "config.json"])
+        quiet = fc.preflight({"labels": [0, 7]}, raise_on_problem=False)
+        self.assertEqual(quiet.returncode, 1)
+
+    def test_a_missing_binary_is_a_warning_not_a_stopped_job(self) -> None:
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            result = fc.preflight({"labels": [0]}, binary=self.path("no-such-faultline"))
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("FAULTLINE_BIN", stderr.getvalue())
+
+    def test_the_trainer_callback_checks_the_first_batch_of_the_loader(self) -> None:
+        fake = type(sys)("transformers")
+        fake.TrainerCallback = object
+        with mock.patch.dict(sys.modules, {"transformers": fake}):
+            callback = fc.hf_preflight_callback(every=2)
+        loader = [{"input_ids": [[1, 2, 3]]}]
+        state = Config(global_step=0)
+        with contextlib.redirect_stderr(io.StringIO()) as said:
+            callback.on_train_begin(None, state, None, train_dataloader=loader, model=None)
+        self.assertIn("step 0: preflight", said.getvalue())
+        snapshot = self.args()[2]
+        self.assertEqual(list(fc.read_header(snapshot)), ["__metadata__", "input_ids"])
+        os.remove(self.path("args.json"))
+        callback.on_step_begin(None, Config(global_step=1), None, train_dataloader=loader)
+        self.assertFalse(os.path.exists(self.path("args.json")), "step 1 is not checked")
+        with contextlib.redirect_stderr(io.StringIO()):
+            callback.on_step_begin(None, Config(global_step=2), None, train_dataloader=loader)
+        self.assertTrue(os.path.exists(self.path("args.json")), "every 2nd step is")
+
+    def test_the_lightning_callback_checks_the_batch_about_to_train(self) -> None:
+        lightning = type(sys)("lightning")
+        pytorch = type(sys)("lightning.pytorch")
+        pytorch.Callback = object
+        lightning.pytorch = pytorch
+        with mock.patch.dict(sys.modules, {"lightning": lightning, "lightning.pytorch": pytorch}):
+            callback = fc.lightning_preflight_callback()
+        module = Config(model=FakeForSequenceClassification())
+        os.environ["FAKE_FAULTLINE_EXIT"] = "1"
+        with self.assertRaises(fc.PreflightError):
+            callback.on_train_batch_start(Config(global_step=0), module, {"labels": [0, 9]}, 0)
+        snapshot = self.args()[2]
+        self.assertEqual(
+            metadata_of(snapshot)["num_classes"], "3", "the LightningModule's .model gives the facts"
+        )
+        os.remove(self.path("args.json"))
+        callback.on_train_batch_start(Config(global_step=5), module, {"labels": [0, 9]}, 5)
+        self.assertFalse(os.path.exists(self.path("args.json")), "only the first batch by default")
