@@ -277,6 +277,7 @@ mod tests {
             unexplained_error: None,
             environment: Default::default(),
             warnings: vec![],
+            replay: None,
         }
     }
 

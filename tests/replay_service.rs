@@ -632,6 +632,12 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
     );
     assert!(page.contains("refuted"), "the latest job's verdict is shown");
     assert!(
+        page.contains("the latest replay&#39;s verdict for this diagnosis")
+            || page.contains("the latest replay's verdict for this diagnosis"),
+        "the diagnosis's one verdict is shown"
+    );
+    assert!(page.contains("verdict for the diagnosis: "), "with its report");
+    assert!(
         page.contains(CONFIRMED.replace('>', "&#62;").as_str()),
         "the first job's summary is shown"
     );

@@ -776,6 +776,43 @@ fn a_decoder_traceback_with_only_input_ids_saved_is_never_refuted() {
 }
 
 #[test]
+fn the_diagnosis_as_a_whole_is_never_refuted_while_a_cause_went_unchecked() {
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[2, 8], counting(2, 8, 32100))],
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let diagnosis = diagnose_and_replay(T5_LOG, &snapshot);
+    let replay = diagnosis.replay.unwrap_or_else(|| panic!("no replay summary"));
+    assert_eq!(replay.verdict, Verdict::Inconclusive, "{replay:?}");
+    assert!(
+        replay
+            .not_checked
+            .iter()
+            .any(|c| c.starts_with("Token ids past the vocabulary")),
+        "{replay:?}"
+    );
+
+    let confirmed = diagnose_and_replay(
+        T5_LOG,
+        &read(safetensors_file(
+            &t5_step(32128),
+            &meta(&[("vocab_size", "32100")]),
+        )),
+    );
+    let replay = confirmed.replay.unwrap_or_else(|| panic!("no replay summary"));
+    assert_eq!(replay.verdict, Verdict::Confirmed);
+    assert_eq!(
+        replay.decided[0].verdict,
+        Verdict::Confirmed,
+        "confirmed causes come first"
+    );
+    assert!(
+        replay.decided[0].summary.contains("32128 >= vocab_size = 32100"),
+        "{replay:?}"
+    );
+}
+
+#[test]
 fn a_decoder_traceback_puts_the_decoders_inputs_first() {
     let snapshot = read(safetensors_file(
         &t5_step(5),

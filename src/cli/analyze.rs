@@ -10,8 +10,9 @@ use clap::{Args, ValueEnum};
 use super::client::{Submission, submit, upload_snapshot};
 use super::{EXIT_NOTHING, EXIT_OK, RulesOption};
 use crate::diagnose::analyze_reader;
-use crate::model::{Diagnosis, Verdict};
+use crate::model::Diagnosis;
 use crate::output;
+use crate::replay::summary;
 use crate::replay::{BackendChoice, Limits, Snapshot, open_backend};
 
 /// Arguments of `faultline analyze`.
@@ -190,31 +191,19 @@ fn read_snapshot(
     Ok((kept, snapshot))
 }
 
-/// One line per cause a replay checked.
+/// The replay's report: the causes a check decided, one line for those it could not, the
+/// diagnosis's verdict.
 fn write_outcomes(diagnosis: &Diagnosis, out: &mut impl Write) -> std::io::Result<()> {
-    let mut any = false;
-    for finding in &diagnosis.findings {
-        for cause in &finding.causes {
-            if let Some(o) = &cause.outcome {
-                let verdict = match o.verdict {
-                    Verdict::Confirmed => "confirmed",
-                    Verdict::Refuted => "refuted",
-                    Verdict::Inconclusive => "inconclusive",
-                };
-                writeln!(
-                    out,
-                    "replay ({}): {verdict}: {} — {}",
-                    o.backend, o.summary, cause.title
-                )?;
-                any = true;
+    match &diagnosis.replay {
+        Some(replay) => {
+            for line in summary::lines(replay) {
+                writeln!(out, "replay ({}): {line}", replay.backend)?;
             }
         }
-    }
-    if !any {
-        writeln!(
+        None => writeln!(
             out,
             "replay: no cause of this diagnosis names a check to run on the snapshot"
-        )?;
+        )?,
     }
     Ok(())
 }

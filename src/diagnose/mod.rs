@@ -139,6 +139,7 @@ fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis 
         unexplained_error,
         environment,
         warnings: parsed.warnings.clone(),
+        replay: None,
     }
 }
 

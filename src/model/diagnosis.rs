@@ -131,6 +131,37 @@ pub struct ReplayOutcome {
     pub backend: String,
 }
 
+/// What a replay said of the diagnosis as a whole: one verdict, the causes a check decided with
+/// the value that decided each, and one line for every cause no check could decide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplaySummary {
+    /// Confirmed when a cause was confirmed; refuted only when every cause that names a check was
+    /// refuted; inconclusive otherwise (a cause could not be checked, so none is ruled out).
+    pub verdict: Verdict,
+    /// The causes a check decided: confirmed first, then refuted.
+    pub decided: Vec<DecidedCause>,
+    /// The causes no check could decide (their titles).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_checked: Vec<String>,
+    /// What would let them run: metadata keys or `--param` names (`vocab_size`,
+    /// `max_position_embeddings`, `role.input_ids`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<String>,
+    /// Where the checks ran.
+    pub backend: String,
+}
+
+/// A cause a replay check decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecidedCause {
+    /// The cause's title.
+    pub cause: String,
+    /// Confirmed or refuted.
+    pub verdict: Verdict,
+    /// The value that decided it.
+    pub summary: String,
+}
+
 /// A concrete step to fix the failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fix {
@@ -210,6 +241,9 @@ pub struct Diagnosis {
     /// Problems met while reading the log.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
+    /// What a replay of the failing step's tensors said, once one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySummary>,
 }
 
 impl Diagnosis {

@@ -2,7 +2,8 @@
 //! so a CI job's summary shows the diagnosis next to the log; a log with no diagnosis gets a
 //! notice at the error it ends with.
 
-use crate::model::{Diagnosis, Role, Severity};
+use crate::model::{Diagnosis, Role, Severity, Verdict};
+use crate::replay::summary;
 
 /// Renders the annotations; `source` is the log's path as the job sees it (or `-`).
 pub fn github_annotations(diagnosis: &Diagnosis, source: &str) -> String {
@@ -32,6 +33,27 @@ pub fn github_annotations(diagnosis: &Diagnosis, source: &str) -> String {
             f.evidence.first().map(|e| e.line),
             &format!("faultline {role}: {}", f.title),
             &message,
+        ));
+    }
+    if let Some(replay) = &diagnosis.replay {
+        // The replay's one verdict, where the primary finding points.
+        let command = match replay.verdict {
+            Verdict::Confirmed => "error",
+            _ => "notice",
+        };
+        out.push_str(&annotation(
+            command,
+            source,
+            diagnosis
+                .primary()
+                .and_then(|f| f.evidence.first())
+                .map(|e| e.line),
+            &format!(
+                "faultline replay ({}): {}",
+                replay.backend,
+                summary::word(replay.verdict)
+            ),
+            &summary::lines(replay).join("\n"),
         ));
     }
     if let Some(error) = &diagnosis.unexplained_error {
@@ -91,6 +113,7 @@ mod tests {
             }),
             environment: Default::default(),
             warnings: Vec::new(),
+            replay: None,
         };
         assert_eq!(
             github_annotations(&diagnosis, "logs/train.log"),
@@ -101,6 +124,42 @@ mod tests {
             ..diagnosis
         };
         assert_eq!(github_annotations(&nothing, "-"), "");
+    }
+
+    #[test]
+    fn a_replay_gives_one_annotation_with_its_verdict_and_what_was_not_checked() {
+        let diagnosis = Diagnosis {
+            format_version: 1,
+            lines: 1,
+            bytes: 1,
+            fingerprint: None,
+            findings: Vec::new(),
+            unexplained_error: None,
+            environment: Default::default(),
+            warnings: Vec::new(),
+            replay: Some(crate::model::ReplaySummary {
+                verdict: Verdict::Inconclusive,
+                decided: vec![crate::model::DecidedCause {
+                    cause: "Labels >= num_classes".into(),
+                    verdict: Verdict::Refuted,
+                    summary: "all 4 labels in [0, 2)".into(),
+                }],
+                not_checked: vec!["Token ids".into()],
+                needs: vec!["vocab_size".into()],
+                backend: "cpu".into(),
+            }),
+        };
+        assert_eq!(
+            github_annotations(&diagnosis, "-"),
+            "::notice title=faultline replay (cpu)%3A inconclusive::refuted: all 4 labels in [0, 2) — Labels >= num_classes%0Anot checked (1): Token ids; they need vocab_size%0Averdict for the diagnosis: inconclusive\n"
+        );
+        let sarif: serde_json::Value = serde_json::from_str(&crate::output::sarif::sarif(&diagnosis, "-"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            sarif["runs"][0]["properties"]["replay"]["verdict"],
+            "inconclusive"
+        );
+        assert_eq!(sarif["runs"][0]["properties"]["replay"]["needs"][0], "vocab_size");
     }
 
     #[test]

@@ -78,5 +78,10 @@ pub fn sarif(diagnosis: &Diagnosis, source: &str) -> String {
             "results": results,
         }],
     });
+    let mut doc = doc;
+    if let Some(replay) = &diagnosis.replay {
+        // SARIF has no place for a verdict on tensors: the run's properties carry it.
+        doc["runs"][0]["properties"] = json!({ "replay": replay });
+    }
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }

@@ -19,6 +19,7 @@ pub mod preflight;
 pub mod reproducer;
 mod safetensors;
 pub mod snapshot;
+pub mod summary;
 
 use std::collections::BTreeMap;
 
@@ -187,6 +188,7 @@ pub fn replay_diagnosis(
             finding.tier = EvidenceTier::Refuted;
         }
     }
+    diagnosis.replay = summary::summarize(diagnosis);
     done.into_iter().map(|(_, result)| result).collect()
 }
 

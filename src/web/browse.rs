@@ -265,6 +265,12 @@ pub(super) async fn incident(
         fingerprint: d.fingerprint.clone(),
         similar: similar.into_iter().map(incident_row).collect(),
         replay,
+        replay_summary: d.replay.as_ref().map(|r| {
+            (
+                crate::replay::summary::word(r.verdict),
+                crate::replay::summary::lines(r),
+            )
+        }),
         snapshot_queued: query.snapshot == "queued",
         replayable: d
             .findings

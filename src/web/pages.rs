@@ -151,6 +151,8 @@ pub struct IncidentPage {
     pub similar: Vec<IncidentRow>,
     /// Replay jobs on snapshots of this incident, newest first.
     pub replay: Vec<ReplayJobView>,
+    /// The latest replay's report over the diagnosis: its verdict, then its lines.
+    pub replay_summary: Option<(&'static str, Vec<String>)>,
     /// A snapshot was just uploaded.
     pub snapshot_queued: bool,
     /// Some cause of the diagnosis names a replay check: a snapshot would be checked.
