@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod diagnose;
 pub mod eval;
+pub mod http;
 pub mod kb;
 pub mod metrics;
 pub mod model;

@@ -69,7 +69,7 @@ impl ServerOptions {
             None => ceiling,
         };
         let longest_request =
-            Duration::from_secs(config.request_timeout_secs.max(1)).max(crate::api::UPLOAD_TIMEOUT);
+            Duration::from_secs(config.request_timeout_secs.max(1)).max(crate::app::UPLOAD_TIMEOUT);
         Self {
             header_read_timeout: Duration::from_secs(config.header_read_timeout_secs.max(1)),
             max_connections,
@@ -449,7 +449,7 @@ mod tests {
     #[test]
     fn shutdown_waits_for_the_longest_request_and_no_longer() {
         let options = ServerOptions::from_config(&Config::default(), None);
-        assert_eq!(options.drain_timeout, crate::api::UPLOAD_TIMEOUT + DRAIN_MARGIN);
+        assert_eq!(options.drain_timeout, crate::app::UPLOAD_TIMEOUT + DRAIN_MARGIN);
         assert_eq!(options.header_read_timeout, Duration::from_secs(10));
     }
 

@@ -21,8 +21,8 @@ use crate::kb::replay::{Job, JobState};
 use crate::kb::{Store, StoreError, now_ms};
 use crate::model::{Diagnosis, EvidenceTier};
 use crate::objects::{ObjectError, SnapshotStore};
-use crate::replay::budget::MemoryBudget;
 use crate::replay::{Backend, BackendChoice, CheckResult, Limits, Snapshot, open_backend, replay_diagnosis};
+use crate::service::budget::MemoryBudget;
 
 const DAY_MS: i64 = 86_400_000;
 /// How often the retention sweep runs.

@@ -379,7 +379,7 @@ fn page_forms_write_only_where_the_api_would(base: &Config) {
 fn wrong_tokens_are_budgeted_per_client(base: &Config) {
     let s = start(base, Access::Private);
     let mut statuses = Vec::new();
-    for i in 0..(faultline::api::auth::GUESS_BURST + 5) {
+    for i in 0..(faultline::service::auth::GUESS_BURST + 5) {
         let answer = call(
             &s.url("/api/v1/incidents"),
             "GET",

@@ -383,7 +383,7 @@ async fn a_snapshot_the_database_refuses_leaves_no_file() {
     let app = faultline::app::App::start(config, rules)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let refused = faultline::api::snapshots::store_snapshot(
+    let refused = faultline::service::snapshots::store_snapshot(
         &app.state,
         999_999,
         confirming_snapshot().into(),

@@ -4,23 +4,16 @@
 //! default `application/x-www-form-urlencoded` is read the same way) or JSON
 //! `{log, project, source, commit, job_url, tags}`. An empty log is refused (422). Metadata can also come as query parameters.
 
-use std::time::Instant;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::extract::{QueryParams, RawBody};
 use super::{ApiError, ApiResult, AppState};
-use crate::diagnose::analyze_str;
-use crate::kb::now_ms;
-use crate::kb::redact::redact;
-use crate::kb::writer::{IncidentMeta, NewIncident, Stored};
-use crate::model::Diagnosis;
-
-/// Logs larger than this are analysed on the blocking pool, not on the async threads.
-const INLINE_BYTES: usize = 256 << 10;
+use crate::kb::writer::IncidentMeta;
+pub use crate::service::analyze::AnalyzeResponse;
+use crate::service::analyze::analyze_and_store;
 
 /// Query parameters of `POST /api/v1/analyze`.
 #[derive(Debug, Default, Deserialize)]
@@ -53,23 +46,6 @@ struct AnalyzeJson {
     tags: Vec<String>,
 }
 
-/// The diagnosis, with where it was stored.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct AnalyzeResponse {
-    /// The diagnosis (the same document as `faultline analyze --format json`).
-    #[serde(flatten)]
-    pub diagnosis: Diagnosis,
-    /// The stored incident.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub incident_id: Option<i64>,
-    /// Its group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group_id: Option<i64>,
-    /// Whether this incident created its group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub new_group: Option<bool>,
-}
-
 pub(super) async fn analyze(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<AnalyzeQuery>,
@@ -87,48 +63,6 @@ pub(super) async fn analyze(
     let meta = meta.validated()?;
     let outcome = analyze_and_store(&state, log, meta, store).await?;
     Ok(Json(outcome))
-}
-
-/// Analyses a log (redacted first) and, when `store`, commits the incident.
-pub async fn analyze_and_store(
-    state: &AppState,
-    log: String,
-    meta: IncidentMeta,
-    store: bool,
-) -> ApiResult<AnalyzeResponse> {
-    let started = Instant::now();
-    let bytes = log.len();
-    let rules = state.rules.clone();
-    let work = move || {
-        let log = redact(&log).into_owned();
-        let diagnosis = analyze_str(&rules, &log);
-        let incident = store.then(|| NewIncident::prepare(&log, &diagnosis, meta, now_ms()));
-        (diagnosis, incident)
-    };
-    let (diagnosis, incident) = if bytes > INLINE_BYTES {
-        tokio::task::spawn_blocking(work)
-            .await
-            .map_err(|e| ApiError::Internal(format!("analysis task failed: {e}")))?
-    } else {
-        work()
-    };
-    state
-        .metrics
-        .analysis(bytes, started.elapsed(), diagnosis.is_diagnosed());
-    let stored = match incident {
-        Some(incident) => {
-            let stored: Stored = state.writer.write(incident).await?;
-            state.metrics.stored();
-            Some(stored)
-        }
-        None => None,
-    };
-    Ok(AnalyzeResponse {
-        diagnosis,
-        incident_id: stored.map(|s| s.incident_id),
-        group_id: stored.and_then(|s| s.group_id),
-        new_group: stored.map(|s| s.new_group),
-    })
 }
 
 fn read_body(headers: &HeaderMap, body: &[u8], query: AnalyzeQuery) -> ApiResult<(String, IncidentMeta)> {

@@ -9,7 +9,6 @@
 //! was checked against a known limit (the ids of an embedding table: see `check::embedding`);
 //! otherwise the verdict is inconclusive and says what was not checked and which key would tell.
 
-pub mod budget;
 pub mod check;
 pub mod cpu;
 pub mod gpu;

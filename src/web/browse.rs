@@ -13,12 +13,13 @@ use super::pages::{
 };
 use super::views::{FindingView, chart, fold_log, safe_url, verdict_word, when};
 use super::{Allowed, Csrf, WebError, human_bytes};
-use crate::api::rules::rule_detail;
-use crate::api::{ApiError, AppState};
 use crate::kb::now_ms;
 use crate::kb::queries::Filter;
 use crate::kb::rows::{GroupSummary, IncidentSummary, Trend};
 use crate::model::{Confidence, Role};
+use crate::service::AppState;
+use crate::service::Error as ApiError;
+use crate::service::rules::rule_detail;
 
 const DAY_MS: i64 = 86_400_000;
 /// Days of history in charts.

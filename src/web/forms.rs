@@ -8,18 +8,23 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::pages::{BacktestPage, SignIn, VERSION};
-use super::session::{SESSION_COOKIE, csrf_ok, set_cookie};
+use super::session::{SESSION_COOKIE, set_cookie};
 use super::{Csrf, Peer, Visitor, WebError};
-use crate::api::analyze::analyze_and_store;
-use crate::api::rules::backtest_candidate;
-use crate::api::snapshots::{parse_params_part, store_snapshot};
-use crate::api::{ApiError, AppState, verify_guarded};
+use crate::http::{content_length, field_bytes};
 use crate::kb::queries::FeedbackInput;
 use crate::kb::rows::Verdict;
 use crate::kb::writer::IncidentMeta;
+use crate::service::analyze::analyze_and_store;
+use crate::service::auth::verify_guarded;
+use crate::service::csrf::same_secret;
+use crate::service::rules::backtest_candidate;
+use crate::service::snapshots::{parse_params_part, reserve_upload, store_snapshot, upload_capacity};
+use crate::service::{AppState, Error as ApiError};
 
 fn check_csrf(csrf: &Csrf, token: &str) -> Result<(), WebError> {
-    if csrf_ok(&csrf.0, token) {
+    // The browser's token came from a genuine cookie (a forged one was replaced by a fresh token
+    // that no form can hold).
+    if same_secret(&csrf.0, token) {
         Ok(())
     } else {
         Err(WebError(ApiError::BadRequest(
@@ -94,13 +99,13 @@ pub(super) async fn snapshot(
     let limit = state.config.snapshot_max_bytes;
     // Reserved before the form is read, held until the snapshot is stored or refused; none left:
     // the error page with 503 and Retry-After.
-    let _memory = crate::api::snapshots::reserve_upload(&state, &headers)?;
-    let capacity = crate::api::snapshots::upload_capacity(&state, &headers);
+    let _memory = reserve_upload(&state, content_length(&headers))?;
+    let capacity = upload_capacity(&state, content_length(&headers));
     let (mut csrf, mut data, mut params) = (String::new(), None, None);
     while let Some(mut field) = form.next_field().await.map_err(|e| multipart_error(e, limit))? {
         let name = field.name().unwrap_or_default().to_owned();
         let bytes = if name == "snapshot" {
-            crate::api::snapshots::field_bytes(&mut field, capacity).await
+            field_bytes(&mut field, capacity).await
         } else {
             field.bytes().await
         }

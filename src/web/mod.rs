@@ -23,9 +23,12 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
-use crate::api::{ApiError, AppState, client_key, peer_ip, verify_guarded};
+use crate::http::access::{decide_route, is_local_request};
+use crate::http::peer_ip;
 use crate::kb::tokens::TokenOwner;
-use crate::service::policy::is_local_request;
+use crate::service::AppState;
+use crate::service::Error as ApiError;
+use crate::service::auth::{client_key, verify_guarded};
 use crate::service::{Action, Denied, Requester};
 use pages::{ErrorPage, VERSION};
 use session::{CSRF_COOKIE, SESSION_COOKIE, cookie, same_origin, set_cookie};
@@ -156,10 +159,7 @@ async fn session_layer(State(state): State<AppState>, mut req: Request, next: Ne
         .get::<MatchedPath>()
         .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
     let is_read = matches!(*req.method(), Method::GET | Method::HEAD);
-    match state
-        .policy
-        .decide_route(req.method(), &route, req.uri().query(), who)
-    {
+    match decide_route(&state.policy, req.method(), &route, req.uri().query(), who) {
         Ok(_) => {}
         Err(Denied::SignInRequired { .. }) if is_read => return Redirect::to("/signin").into_response(),
         Err(denied) => return WebError(denied.into()).into_response(),
@@ -210,7 +210,7 @@ impl From<crate::kb::StoreError> for WebError {
 
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {
-        let (status, _) = self.0.status_and_code();
+        let (status, _) = crate::http::status_and_code(&self.0);
         let heading = match status {
             StatusCode::NOT_FOUND => "Not found",
             StatusCode::METHOD_NOT_ALLOWED => "Not a page",
@@ -254,12 +254,9 @@ pub fn human_bytes(n: usize) -> String {
     crate::rules::conditions::human_size(n as u64).replace(".00", "")
 }
 
-/// An address asked with a method it does not take — typically a form's target opened as a link
-/// (`Allow` is added by axum); API routes answer in JSON.
-pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
-    if uri.path().starts_with("/api/") {
-        return crate::api::method_not_allowed(method, uri).await.into_response();
-    }
+/// A page's address asked with a method it does not take — typically a form's target opened as a
+/// link (`Allow` is added by axum).
+pub fn method_not_allowed(method: &axum::http::Method, uri: &axum::http::Uri) -> Response {
     let hint = if method == axum::http::Method::GET {
         " It receives a form's submission: go back to the page with the form."
     } else {
@@ -272,10 +269,7 @@ pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri
     .into_response()
 }
 
-/// The 404 page for paths no route serves (the API keeps its JSON 404 under /api).
-pub async fn not_found(uri: axum::http::Uri) -> Response {
-    if uri.path().starts_with("/api/") {
-        return ApiError::NotFound(format!("no route {}", uri.path())).into_response();
-    }
+/// The 404 page for paths no route serves.
+pub fn not_found(uri: &axum::http::Uri) -> Response {
     WebError(ApiError::NotFound(format!("There is no page at {}.", uri.path()))).into_response()
 }

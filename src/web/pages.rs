@@ -5,7 +5,7 @@ use askama::Template;
 use askama_web::WebTemplate;
 
 use super::views::{Chart, FindingView, Segment};
-use crate::api::rules::ExampleView;
+use crate::service::rules::ExampleView;
 
 /// The version shown in the footer.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -13,9 +13,12 @@ use crate::kb::{Store, StoreOptions};
 use crate::objects::SnapshotStore;
 use crate::rules::RuleSet;
 use crate::server::{self, ServerOptions};
+use crate::service::csrf::CsrfKey;
 use crate::web;
-use crate::web::session::CsrfKey;
 use crate::worker::{Worker, WorkerOptions};
+
+mod layers;
+pub use layers::UPLOAD_TIMEOUT;
 
 /// The store options a configuration asks for.
 pub fn store_options(config: &Config) -> StoreOptions {
@@ -121,9 +124,27 @@ impl App {
 pub fn router(state: AppState) -> Router {
     let routes = api::routes(state.clone())
         .merge(web::router(state.clone()))
-        .fallback(web::not_found)
-        .method_not_allowed_fallback(web::method_not_allowed);
-    api::with_layers(routes, state).layer(axum::middleware::from_fn(web::security_headers))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed);
+    layers::with_layers(routes, state).layer(axum::middleware::from_fn(web::security_headers))
+}
+
+/// A path no route serves: the API's JSON 404 under /api, the site's page elsewhere.
+async fn not_found(uri: axum::http::Uri) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if uri.path().starts_with("/api/") {
+        return api::not_found(uri).await.into_response();
+    }
+    web::not_found(&uri)
+}
+
+/// A known route asked with a method it does not take, answered by its face.
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if uri.path().starts_with("/api/") {
+        return api::method_not_allowed(method, uri).await.into_response();
+    }
+    web::method_not_allowed(&method, &uri)
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
