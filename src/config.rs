@@ -158,6 +158,17 @@ impl Config {
         }
     }
 
+    /// The snapshot bounds of the server (its uploads and the jobs of its workers): its upload size
+    /// and its inflated size (`snapshot_max_bytes`, `snapshot_max_inflated_bytes`), the rest as
+    /// offline.
+    pub fn snapshot_limits(&self) -> crate::replay::Limits {
+        crate::replay::Limits {
+            max_bytes: self.snapshot_max_bytes as u64,
+            max_inflated: self.snapshot_max_inflated_bytes as u64,
+            ..crate::replay::Limits::default()
+        }
+    }
+
     /// The authorization policy of a server with this configuration.
     pub fn policy(&self) -> Policy {
         Policy::new(self.access(), self.bind)

@@ -19,6 +19,7 @@ pub mod objects;
 pub mod output;
 pub mod parse;
 pub mod replay;
+pub mod rulecheck;
 pub mod rules;
 pub mod scan;
 pub mod server;

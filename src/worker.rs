@@ -57,7 +57,7 @@ impl WorkerOptions {
             poll: Duration::from_secs(1),
             summary_only: config.snapshot_summary_only,
             retention_days: config.snapshot_retention_days,
-            limits: Limits::server(config),
+            limits: config.snapshot_limits(),
         }
     }
 }

@@ -9,8 +9,8 @@ use faultline::model::{Diagnosis, EvidenceTier, Verdict};
 use faultline::replay::cpu::Cpu;
 use faultline::replay::snapshot::Format;
 use faultline::replay::{DType, Snapshot, replay_diagnosis};
+use faultline::rulecheck::lint::{LintLevel, lint};
 use faultline::rules::RuleSet;
-use faultline::rules::lint::{LintLevel, lint};
 use safetensors::tensor::{Dtype, TensorView};
 
 fn rules() -> RuleSet {

@@ -1,8 +1,8 @@
 //! Every rule's examples, as `faultline rules test` runs them: a failure names the rule file and
 //! the example.
 
+use faultline::rulecheck::examples::run_examples;
 use faultline::rules::RuleSet;
-use faultline::rules::examples::run_examples;
 
 #[test]
 fn every_rule_example_holds() {

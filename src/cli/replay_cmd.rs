@@ -90,7 +90,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let Some(path) = args.snapshot.as_deref() else {
         anyhow::bail!("no snapshot file given");
     };
-    // Offline bounds, larger than the server's (`Limits::server`): the user chose this file.
+    // Offline bounds, larger than the server's (`Config::snapshot_limits`): the user chose this file.
     let limits = Limits::default();
     let snapshot = Snapshot::from_bytes(read_snapshot_file(path, &limits)?, &limits)
         .with_context(|| format!("invalid snapshot {}", path.display()))?;

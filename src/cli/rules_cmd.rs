@@ -5,8 +5,8 @@ use std::io::Write;
 use clap::{Args, Subcommand};
 
 use super::{EXIT_NOTHING, EXIT_OK, RulesOption};
-use crate::rules::examples::run_examples;
-use crate::rules::lint::{LintLevel, lint};
+use crate::rulecheck::examples::run_examples;
+use crate::rulecheck::lint::{LintLevel, lint};
 
 /// Arguments of `faultline rules`.
 #[derive(Debug, Args)]

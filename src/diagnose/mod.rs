@@ -11,7 +11,6 @@ mod rank;
 
 pub use fingerprint::{fingerprint, mask_message};
 pub use lines::LineAnalyzer;
-pub use rank::class_matches;
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -4,6 +4,7 @@
 //! kernel) becomes that finding's symptom.
 
 use crate::model::{Finding, Role};
+use crate::rules::class_matches;
 
 /// Orders findings and resolves `yields_to`; `yields_to(rule_id)` gives a rule's class globs.
 pub fn rank<'a>(mut findings: Vec<Finding>, yields_to: impl Fn(&str) -> &'a [String]) -> Vec<Finding> {
@@ -76,14 +77,6 @@ fn demote_yielding<'a>(findings: &mut [Finding], yields_to: impl Fn(&str) -> &'a
                 .push(format!("a consequence of the root cause found: {title}"));
             f.symptom_of = Some(rule);
         }
-    }
-}
-
-/// `cuda.device_assert.*` matches `cuda.device_assert.index`; `*` matches any class.
-pub fn class_matches(glob: &str, class: &str) -> bool {
-    match glob.strip_suffix('*') {
-        Some(prefix) => class.starts_with(prefix),
-        None => glob == class,
     }
 }
 

@@ -98,7 +98,7 @@ impl DType {
 /// Bounds on what a snapshot may hold, checked before anything is read past the header.
 ///
 /// [`Limits::default`] is the offline bound (the command line reads files its user chose);
-/// [`Limits::server`] is the smaller one of uploads and of the jobs of the server's workers.
+/// `Config::snapshot_limits` is the smaller one of uploads and of the jobs of the server's workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest file accepted.
@@ -122,18 +122,6 @@ impl Default for Limits {
             max_header: 1 << 20,
             max_tensors: 1024,
             max_elements: 1 << 31,
-        }
-    }
-}
-
-impl Limits {
-    /// The bounds of the server (its uploads and the jobs of its workers): its upload size and its
-    /// inflated size (`snapshot_max_bytes`, `snapshot_max_inflated_bytes`), the rest as offline.
-    pub fn server(config: &crate::config::Config) -> Self {
-        Limits {
-            max_bytes: config.snapshot_max_bytes as u64,
-            max_inflated: config.snapshot_max_inflated_bytes as u64,
-            ..Limits::default()
         }
     }
 }

@@ -199,7 +199,7 @@ pub(super) fn compile_rule(
         );
     }
     for glob in &spec.yields_to {
-        if !classes.iter().any(|c| crate::diagnose::class_matches(glob, c)) {
+        if !classes.iter().any(|c| super::class_matches(glob, c)) {
             e.push(
                 "yields_to",
                 format!("{glob:?} matches no class of rules/taxonomy.toml (it takes classes or `prefix.*`, not rule ids)"),

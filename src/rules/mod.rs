@@ -7,8 +7,6 @@
 
 mod compile;
 pub mod conditions;
-pub mod examples;
-pub mod lint;
 pub mod matcher;
 pub mod oom_compare;
 pub mod pattern;
@@ -29,6 +27,14 @@ use regex_syntax::hir::Hir;
 
 use crate::scan::{LineSet, Prefilter};
 use spec::{ClassSpec, RuleSpec, TaxonomySpec};
+
+/// `cuda.device_assert.*` matches `cuda.device_assert.index`; `*` matches any class.
+pub fn class_matches(glob: &str, class: &str) -> bool {
+    match glob.strip_suffix('*') {
+        Some(prefix) => class.starts_with(prefix),
+        None => glob == class,
+    }
+}
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_rules.rs"));

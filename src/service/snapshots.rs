@@ -63,7 +63,7 @@ pub async fn store_snapshot(
     data: Bytes,
     params: serde_json::Value,
 ) -> Result<Accepted> {
-    let limits = Limits::server(&state.config);
+    let limits = state.config.snapshot_limits();
     let checked = data.clone();
     let params_json = params.to_string();
     let (summary, sha256) = tokio::task::spawn_blocking(move || validate(&checked, &params_json, &limits))

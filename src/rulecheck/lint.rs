@@ -6,10 +6,10 @@ use std::fmt;
 
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
-use super::{Rule, RuleSet};
 use crate::diagnose::analyze_str;
 use crate::model::Role;
 use crate::normalize::Normalizer;
+use crate::rules::{Rule, RuleSet};
 
 /// Shortest literal that lets the prefilter skip lines without running a pattern's automaton.
 const MIN_LITERAL: usize = 3;

@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use super::RuleSet;
 use crate::diagnose::analyze_str;
+use crate::rules::RuleSet;
 
 /// An example whose expectation did not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
