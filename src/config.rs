@@ -316,23 +316,9 @@ impl Config {
             self.embedded_worker = parse("FAULTLINE_EMBEDDED_WORKER", v)?;
         }
         if let Some(v) = get("FAULTLINE_REPLAY_BACKEND") {
-            self.replay_backend = parse_backend(&v).ok_or_else(|| ConfigError::Env {
-                name: "FAULTLINE_REPLAY_BACKEND".into(),
-                message: format!("{v:?} is not auto, cpu or gpu"),
-            })?;
+            self.replay_backend = parse("FAULTLINE_REPLAY_BACKEND", v)?;
         }
         Ok(())
-    }
-}
-
-/// `auto`, `cpu` or `gpu`.
-pub fn parse_backend(text: &str) -> Option<crate::replay::BackendChoice> {
-    use crate::replay::BackendChoice;
-    match text.trim().to_ascii_lowercase().as_str() {
-        "auto" => Some(BackendChoice::Auto),
-        "cpu" => Some(BackendChoice::Cpu),
-        "gpu" => Some(BackendChoice::Gpu),
-        _ => None,
     }
 }
 

@@ -19,9 +19,9 @@ use crate::config::Config;
 use crate::kb::codec::sha256_hex;
 use crate::kb::replay::{Job, JobState};
 use crate::kb::{Store, StoreError, now_ms};
-use crate::model::{Diagnosis, EvidenceTier};
+use crate::model::Diagnosis;
 use crate::objects::{ObjectError, SnapshotStore};
-use crate::replay::{Backend, BackendChoice, CheckResult, Limits, Snapshot, open_backend, replay_diagnosis};
+use crate::replay::{Backend, BackendChoice, CheckResult, Limits, Snapshot, open_backend, replay_latest};
 use crate::service::budget::MemoryBudget;
 
 const DAY_MS: i64 = 86_400_000;
@@ -303,7 +303,7 @@ impl Worker {
                 .get_or_init(|| open_backend(choice).map(Arc::from).map_err(|e| e.to_string()))
                 .clone()?;
             let mut diagnosis = diagnosis;
-            let results = replay(&mut diagnosis, &snapshot, backend.as_ref());
+            let results = replay_latest(&mut diagnosis, &snapshot, backend.as_ref());
             Ok((results, diagnosis))
         })
         .await
@@ -339,20 +339,6 @@ impl Worker {
         }
         Ok(released)
     }
-}
-
-/// Runs the replay checks of `diagnosis` on `snapshot`: the latest snapshot speaks, so outcomes
-/// and tiers of an earlier replay are cleared first.
-pub fn replay(diagnosis: &mut Diagnosis, snapshot: &Snapshot, backend: &dyn Backend) -> Vec<CheckResult> {
-    for finding in &mut diagnosis.findings {
-        if finding.causes.iter().any(|c| c.replay.is_some()) {
-            finding.tier = EvidenceTier::Pattern;
-        }
-        for cause in &mut finding.causes {
-            cause.outcome = None;
-        }
-    }
-    replay_diagnosis(diagnosis, snapshot, backend)
 }
 
 fn log_outcome(outcome: &Outcome) {

@@ -45,7 +45,7 @@ pub struct AnalyzeArgs {
     #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param, requires = "snapshot")]
     params: Vec<(String, String)>,
     /// Where the checks of --snapshot run: the GPU when one opens (auto), the CPU, or the GPU only.
-    #[arg(long, value_name = "auto|cpu|gpu", default_value = "auto", value_parser = parse_backend_arg)]
+    #[arg(long, value_name = "auto|cpu|gpu", default_value = "auto")]
     backend: BackendChoice,
 }
 
@@ -54,10 +54,6 @@ fn parse_param(text: &str) -> Result<(String, String), String> {
         Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_owned(), value.trim().to_owned())),
         _ => Err(format!("{text:?} is not KEY=VALUE")),
     }
-}
-
-fn parse_backend_arg(text: &str) -> Result<BackendChoice, String> {
-    crate::config::parse_backend(text).ok_or_else(|| format!("{text:?} is not auto, cpu or gpu"))
 }
 
 /// Output formats of a diagnosis.
@@ -152,7 +148,7 @@ pub(super) fn run(args: &AnalyzeArgs, out: &mut impl Write) -> anyhow::Result<u8
                 .diagnosis;
             if let Some((_, snapshot)) = &snapshot {
                 let backend = open_backend(args.backend)?;
-                crate::worker::replay(&mut diagnosis, snapshot, backend.as_ref());
+                crate::replay::replay_latest(&mut diagnosis, snapshot, backend.as_ref());
             }
             diagnosis
         }

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::replay_cmd::{Backend, parse_param, read_snapshot_file};
+use super::replay_cmd::{parse_param, read_snapshot_file};
 use crate::replay::preflight::{self, Report};
-use crate::replay::{CheckResult, Limits, Snapshot, Verdict, open_backend};
+use crate::replay::{BackendChoice, CheckResult, Limits, Snapshot, Verdict, open_backend};
 
 /// Arguments of `faultline preflight`.
 #[derive(Debug, clap::Args)]
@@ -33,8 +33,8 @@ pub struct PreflightArgs {
     #[arg(long)]
     json: bool,
     /// Where the checks run: the GPU when one opens (auto), the CPU, or the GPU only.
-    #[arg(long, value_enum, default_value_t = Backend::Auto)]
-    backend: Backend,
+    #[arg(long, value_name = "auto|cpu|gpu", default_value = "auto")]
+    backend: BackendChoice,
 }
 
 /// Runs the command.
@@ -56,7 +56,7 @@ pub fn run(args: &PreflightArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             .collect();
         snapshot = snapshot.with_params(serde_json::Value::Object(given).to_string().as_bytes(), &limits)?;
     }
-    let backend = open_backend(args.backend.choice())?;
+    let backend = open_backend(args.backend)?;
     let report = preflight::run(&snapshot, backend.as_ref())?;
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;

@@ -32,8 +32,8 @@ pub struct ReplayArgs {
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
     /// Where the check runs: the GPU when one opens (auto), the CPU, or the GPU only.
-    #[arg(long, value_enum, default_value_t = Backend::Auto)]
-    backend: Backend,
+    #[arg(long, value_name = "auto|cpu|gpu", default_value = "auto")]
+    backend: BackendChoice,
     /// Also print a PyTorch script that reproduces the failing call on this snapshot.
     #[arg(long)]
     reproducer: bool,
@@ -48,28 +48,6 @@ enum Format {
     Human,
     /// The check result as JSON (`verdict`, `summary`, counts, first offenses).
     Json,
-}
-
-/// Where checks run, as the commands that run them take it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(super) enum Backend {
-    /// The GPU when one opens, else the CPU.
-    Auto,
-    /// The CPU.
-    Cpu,
-    /// The GPU; an error when none opens.
-    Gpu,
-}
-
-impl Backend {
-    /// The replay's choice.
-    pub(super) fn choice(self) -> BackendChoice {
-        match self {
-            Backend::Auto => BackendChoice::Auto,
-            Backend::Cpu => BackendChoice::Cpu,
-            Backend::Gpu => BackendChoice::Gpu,
-        }
-    }
 }
 
 /// `KEY=VALUE` of a `--param`.
@@ -98,7 +76,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         name: name.to_owned(),
         params: args.params.iter().cloned().collect(),
     };
-    let backend = open_backend(args.backend.choice())?;
+    let backend = open_backend(args.backend)?;
     let result = check::run(&spec, &snapshot, backend.as_ref())?;
     let script = args.reproducer.then(|| {
         let file = path.file_name().unwrap_or(path.as_os_str()).to_string_lossy();

@@ -7,7 +7,7 @@ use anyhow::Context;
 use super::serve::{ConfigArgs, SnapshotArgs, init_logging, runtime};
 use super::{EXIT_ERROR, EXIT_OK};
 use crate::app::{shutdown_signal, store_options};
-use crate::config::{parse_backend, redact_url};
+use crate::config::redact_url;
 use crate::kb::Store;
 use crate::objects::SnapshotStore;
 use crate::replay::BackendChoice;
@@ -23,7 +23,7 @@ pub struct WorkerArgs {
     #[command(flatten)]
     config: ConfigArgs,
     /// Where checks run: the GPU when one opens (auto), the CPU, or the GPU only.
-    #[arg(long, value_name = "auto|cpu|gpu", value_parser = parse_backend_arg)]
+    #[arg(long, value_name = "auto|cpu|gpu")]
     backend: Option<BackendChoice>,
     #[command(flatten)]
     snapshots: SnapshotArgs,
@@ -36,10 +36,6 @@ pub struct WorkerArgs {
     /// Seconds between looks at an empty queue.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     poll_secs: f64,
-}
-
-fn parse_backend_arg(text: &str) -> Result<BackendChoice, String> {
-    parse_backend(text).ok_or_else(|| format!("{text:?} is not auto, cpu or gpu"))
 }
 
 /// Runs the command.

@@ -142,6 +142,21 @@ pub enum BackendChoice {
     Gpu,
 }
 
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+
+    /// `auto`, `cpu` or `gpu`, in any case: what `--backend`, `replay_backend` and
+    /// `FAULTLINE_REPLAY_BACKEND` take.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(BackendChoice::Auto),
+            "cpu" => Ok(BackendChoice::Cpu),
+            "gpu" => Ok(BackendChoice::Gpu),
+            _ => Err(format!("{text:?} is not auto, cpu or gpu")),
+        }
+    }
+}
+
 /// Runs the replay check of every cause in `diagnosis` that names one, on `snapshot`, records each
 /// verdict on its cause ([`crate::model::Cause::outcome`]) and sets each finding's evidence tier:
 /// confirmed when a cause is confirmed, refuted when every checked cause is refuted.
@@ -189,6 +204,24 @@ pub fn replay_diagnosis(
     }
     diagnosis.replay = summary::summarize(diagnosis);
     done.into_iter().map(|(_, result)| result).collect()
+}
+
+/// Runs the replay checks of `diagnosis` on `snapshot`: the latest snapshot speaks, so outcomes
+/// and tiers of an earlier replay are cleared first.
+pub fn replay_latest(
+    diagnosis: &mut crate::model::Diagnosis,
+    snapshot: &Snapshot,
+    backend: &dyn Backend,
+) -> Vec<CheckResult> {
+    for finding in &mut diagnosis.findings {
+        if finding.causes.iter().any(|c| c.replay.is_some()) {
+            finding.tier = crate::model::EvidenceTier::Pattern;
+        }
+        for cause in &mut finding.causes {
+            cause.outcome = None;
+        }
+    }
+    replay_diagnosis(diagnosis, snapshot, backend)
 }
 
 /// Opens the backend `choice` asks for: `Auto` tries the GPU and falls back to the CPU.

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::check::CheckSpec;
+use super::check::{Check, CheckSpec, check_info};
 use super::snapshot::{Format, ROLE_NAMES, SnapshotSummary};
 
 /// The script reproducing `check`'s failing call on the snapshot saved as `snapshot_file`.
@@ -38,11 +38,19 @@ pub fn script(check: &CheckSpec, summary: &SnapshotSummary, snapshot_file: &str)
         }
     }
     let p = Params { check, summary };
-    match check.name.as_str() {
-        "target_bounds" => target_bounds(&mut s, &p),
-        "index_bounds" => index_bounds(&mut s, &p),
-        "value_range" => value_range(&mut s, &p),
-        "finite" => {
+    let Some(info) = check_info(&check.name) else {
+        let _ = writeln!(
+            s,
+            "# faultline knows no check {:?}: nothing to reproduce",
+            check.name
+        );
+        return s;
+    };
+    match info.check {
+        Check::TargetBounds => target_bounds(&mut s, &p),
+        Check::IndexBounds => index_bounds(&mut s, &p),
+        Check::ValueRange => value_range(&mut s, &p),
+        Check::Finite => {
             let x = p.tensor("tensor", "logits");
             let _ = writeln!(s, "x = t[{x}]");
             s.push_str("bad = ~torch.isfinite(x)\n");
@@ -53,12 +61,12 @@ pub fn script(check: &CheckSpec, summary: &SnapshotSummary, snapshot_file: &str)
                 "torch.multinomial(x.float().reshape(-1, x.shape[-1]).softmax(-1), 1)  # NaN fails here\n",
             );
         }
-        "gemm" => {
+        Check::Gemm => {
             let (a, b) = (p.tensor("a", "a"), p.tensor("b", "b"));
             let _ = writeln!(s, "a, b = t[{a}], t[{b}]");
             s.push_str("c = a @ b\n");
         }
-        _ => {
+        Check::Consistency => {
             let list = p.value("tensors").unwrap_or_else(|| "logits,labels".into());
             let roles: Vec<&str> = list.split(',').map(str::trim).collect();
             let logits = p.resolve(roles.first().copied().unwrap_or("logits"));

@@ -14,9 +14,29 @@ pub struct ParamInfo {
     pub help: &'static str,
 }
 
-/// A check: its name, what it shows and its parameters.
+/// The checks there are. Every `match` on it is exhaustive (the run in `check::run`, the script
+/// in `reproducer`), so a check added here and not wired there does not compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Indices outside the table they index.
+    IndexBounds,
+    /// Class targets outside the classes.
+    TargetBounds,
+    /// NaN and Inf.
+    Finite,
+    /// Values outside a range.
+    ValueRange,
+    /// Tensors that disagree on dtype, device or shape.
+    Consistency,
+    /// Matrix-multiply arguments.
+    Gemm,
+}
+
+/// A check: which one, its name, what it shows and its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckInfo {
+    /// Which check.
+    pub check: Check,
     /// Name (`target_bounds`).
     pub name: &'static str,
     /// What it shows.
@@ -45,6 +65,7 @@ const TENSOR_HELP: &str = "the tensor: a role (labels, logits, input_ids, …) o
 /// Every check, with its parameters.
 pub const CHECKS: &[CheckInfo] = &[
     CheckInfo {
+        check: Check::IndexBounds,
         name: "index_bounds",
         help: "embedding / index_select / gather indices outside [0, size); for input_ids and position_ids, every tensor that indexes the same table (decoder inputs, a language model's labels, positions implied by the sequence length)",
         params: &[
@@ -112,6 +133,7 @@ pub const CHECKS: &[CheckInfo] = &[
         per_tensor: &[],
     },
     CheckInfo {
+        check: Check::TargetBounds,
         name: "target_bounds",
         help: "cross-entropy / NLL class targets outside [0, num_classes) that are not ignore_index",
         params: &[
@@ -143,6 +165,7 @@ pub const CHECKS: &[CheckInfo] = &[
         per_tensor: &[],
     },
     CheckInfo {
+        check: Check::Finite,
         name: "finite",
         help: "NaN or ±Inf values",
         params: &[ParamInfo {
@@ -154,6 +177,7 @@ pub const CHECKS: &[CheckInfo] = &[
         per_tensor: &[],
     },
     CheckInfo {
+        check: Check::ValueRange,
         name: "value_range",
         help: "values outside [lo, hi] or NaN (BCE inputs and targets must lie in [0, 1])",
         params: &[
@@ -179,6 +203,7 @@ pub const CHECKS: &[CheckInfo] = &[
         per_tensor: &[],
     },
     CheckInfo {
+        check: Check::Consistency,
         name: "consistency",
         help: "dtype, device and shape agreement of the named tensors (logits [N, C] with labels [N])",
         params: &[
@@ -198,6 +223,7 @@ pub const CHECKS: &[CheckInfo] = &[
         per_tensor: &["dtype.", "device."],
     },
     CheckInfo {
+        check: Check::Gemm,
         name: "gemm",
         help: "a @ b judged as cuBLAS would: shapes, leading dimensions, dtypes, devices; the real call on the GPU",
         params: &[

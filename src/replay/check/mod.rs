@@ -21,7 +21,7 @@ mod values;
 
 pub(crate) use bounds::size_keys;
 use bounds::{index_bounds, target_bounds};
-pub use catalog::{CHECKS, CheckInfo, ParamInfo, check_info, describe_checks};
+pub use catalog::{CHECKS, Check, CheckInfo, ParamInfo, check_info, describe_checks};
 use consistency::consistency;
 use gemm::gemm;
 pub use gemm::{GemmAspect, GemmProblem, judge_gemm};
@@ -156,13 +156,13 @@ pub fn run(spec: &CheckSpec, snapshot: &Snapshot, backend: &dyn Backend) -> Resu
         backend,
         used: BTreeMap::new(),
     };
-    let result = match info.name {
-        "index_bounds" => index_bounds(&mut ctx)?,
-        "target_bounds" => target_bounds(&mut ctx)?,
-        "finite" => finite(&mut ctx)?,
-        "value_range" => value_range(&mut ctx)?,
-        "consistency" => consistency(&mut ctx)?,
-        _ => gemm(&mut ctx)?,
+    let result = match info.check {
+        Check::IndexBounds => index_bounds(&mut ctx)?,
+        Check::TargetBounds => target_bounds(&mut ctx)?,
+        Check::Finite => finite(&mut ctx)?,
+        Check::ValueRange => value_range(&mut ctx)?,
+        Check::Consistency => consistency(&mut ctx)?,
+        Check::Gemm => gemm(&mut ctx)?,
     };
     Ok(result.finish(info.name, ctx))
 }
