@@ -511,7 +511,7 @@ fn no_credential_survives_in_the_log_the_metadata_or_the_page(base: &Config) {
     });
     let answer = s.post_json("/api/v1/analyze", &body);
     assert_eq!(answer.status, 200, "{}", answer.body);
-    let id = answer.json()["incident_id"].as_i64().unwrap_or_default();
+    let id = support::json_i64(&answer.json(), "incident_id");
     let stored = s.get(&format!("/api/v1/incidents/{id}")).body;
     let page = s.get(&format!("/incidents/{id}")).body;
     let raw = s.get(&format!("/incidents/{id}/log")).body;

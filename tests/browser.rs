@@ -65,7 +65,7 @@ fn a_teammate_pastes_a_traceback_and_reads_the_root_cause() {
     browser.click("form.feedback button[value=right]");
     browser.wait_for_url("feedback=saved");
     assert!(browser.text("#feedback-h + p").contains("saved"));
-    let id = first.rsplit('/').next().unwrap_or_default().to_owned();
+    let id = incident_id(&first).to_owned();
     let stored = server.get(&format!("/api/v1/incidents/{id}")).json();
     assert_eq!(stored["feedback"][0]["verdict"], "right");
 
@@ -114,7 +114,7 @@ fn a_teammate_pastes_a_traceback_and_reads_the_root_cause() {
     browser.click("a[href^='/incidents?diagnosed=no']");
     browser.wait_for_url("diagnosed=no");
     let queue = browser.text("table");
-    let unknown_id = unknown.rsplit('/').next().unwrap_or_default();
+    let unknown_id = incident_id(&unknown);
     assert!(
         queue.contains("no diagnosis") && queue.contains(unknown_id),
         "{queue}"
@@ -262,4 +262,12 @@ fn pages_answer_in_the_site_style_with_security_headers() {
     let big = server.post_form("/analyze", "multipart/form-data; boundary=b", body.as_bytes());
     assert_eq!(big.status, 413, "{}", big.body);
     assert!(big.body.contains("4 KiB"), "{}", big.body);
+}
+
+/// The incident id at the end of an incident page's URL; panics showing the URL when it has none.
+fn incident_id(url: &str) -> &str {
+    url.rsplit_once('/')
+        .map(|(_, id)| id)
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| panic!("no incident id at the end of {url}"))
 }

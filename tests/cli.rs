@@ -12,6 +12,18 @@ fn fixture_rules() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rules")
 }
 
+/// `path` as the `&str` an argument list takes; panics on a path that is not UTF-8 rather than
+/// passing an empty argument.
+fn utf8(path: &Path) -> &str {
+    path.to_str()
+        .unwrap_or_else(|| panic!("not a UTF-8 path: {}", path.display()))
+}
+
+/// The text of a fixture file; panics naming the file when it cannot be read.
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
 fn faultline(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
         .args(args)
@@ -31,8 +43,10 @@ fn faultline(args: &[&str], stdin: &str) -> Output {
 
 fn analyze(format: &str, log: &str) -> Output {
     let rules = fixture_rules();
-    let rules = rules.to_str().unwrap_or_default();
-    faultline(&["analyze", "--rules", rules, "--format", format, "-"], log)
+    faultline(
+        &["analyze", "--rules", utf8(&rules), "--format", format, "-"],
+        log,
+    )
 }
 
 fn stdout(o: &Output) -> String {
@@ -139,18 +153,15 @@ fn an_unknown_flag_exits_2() {
 fn a_broken_rule_directory_exits_2_naming_file_rule_and_field() {
     let dir = tempdir("broken-rules");
     std::fs::create_dir_all(dir.join("demo")).unwrap_or_else(|e| panic!("{e}"));
-    let taxonomy = std::fs::read_to_string(fixture_rules().join("taxonomy.toml")).unwrap_or_default();
+    let taxonomy = read(&fixture_rules().join("taxonomy.toml"));
     std::fs::write(dir.join("taxonomy.toml"), taxonomy).unwrap_or_else(|e| panic!("{e}"));
-    let rule = std::fs::read_to_string(fixture_rules().join("demo/assert.toml")).unwrap_or_default();
+    let rule = read(&fixture_rules().join("demo/assert.toml"));
     std::fs::write(
         dir.join("demo/assert.toml"),
         rule.replace("device-side assert triggered", "device-side (assert"),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let out = faultline(
-        &["analyze", "--rules", dir.to_str().unwrap_or_default(), "-"],
-        "x",
-    );
+    let out = faultline(&["analyze", "--rules", utf8(&dir), "-"], "x");
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
@@ -162,27 +173,21 @@ fn a_broken_rule_directory_exits_2_naming_file_rule_and_field() {
 #[test]
 fn rules_test_passes_on_the_fixture_rules_and_names_a_failing_example() {
     let rules = fixture_rules();
-    let out = faultline(
-        &["rules", "test", "--rules", rules.to_str().unwrap_or_default()],
-        "",
-    );
+    let out = faultline(&["rules", "test", "--rules", utf8(&rules)], "");
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(stdout(&out).contains("2 rule(s), 4 example(s), 0 failure(s)"));
 
     let dir = tempdir("failing-example");
     std::fs::create_dir_all(dir.join("demo")).unwrap_or_else(|e| panic!("{e}"));
-    let taxonomy = std::fs::read_to_string(rules.join("taxonomy.toml")).unwrap_or_default();
+    let taxonomy = read(&rules.join("taxonomy.toml"));
     std::fs::write(dir.join("taxonomy.toml"), taxonomy).unwrap_or_else(|e| panic!("{e}"));
-    let oom = std::fs::read_to_string(rules.join("demo/oom.toml")).unwrap_or_default();
+    let oom = read(&rules.join("demo/oom.toml"));
     std::fs::write(
         dir.join("demo/oom.toml"),
         oom.replace("oom_tried = \"1.95 GiB\"", "oom_tried = \"2 GiB\""),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let out = faultline(
-        &["rules", "test", "--rules", dir.to_str().unwrap_or_default()],
-        "",
-    );
+    let out = faultline(&["rules", "test", "--rules", utf8(&dir)], "");
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stdout(&out).contains("demo/oom.toml: rule demo.oom: example \"torch 2 OOM\": capture oom_tried: expected \"2 GiB\", got \"1.95 GiB\""),
@@ -202,15 +207,7 @@ fn eval_ends_with_the_machine_readable_line() {
     let text: String = cases.iter().map(|c| format!("{c}\n")).collect();
     std::fs::write(&corpus, text).unwrap_or_else(|e| panic!("{e}"));
     let rules = fixture_rules();
-    let out = faultline(
-        &[
-            "eval",
-            "--rules",
-            rules.to_str().unwrap_or_default(),
-            corpus.to_str().unwrap_or_default(),
-        ],
-        "",
-    );
+    let out = faultline(&["eval", "--rules", utf8(&rules), utf8(&corpus)], "");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     assert_eq!(

@@ -167,7 +167,7 @@ fn the_snapshot_saved_at_each_failure_confirms_its_cause_and_nothing_else() {
             .outcome
             .as_ref()
             .map(|o| o.summary.as_str())
-            .unwrap_or_default();
+            .unwrap_or_else(|| panic!("{case}: the confirmed cause has no outcome: {cause:#?}"));
         assert!(outcome.starts_with(summary), "{case}: {outcome}");
         for finding in &diagnosis.findings {
             for c in &finding.causes {

@@ -42,7 +42,11 @@ fn earlier_rounds_stay_diagnosed_after_the_fixes_made_for_them_and_are_never_con
         .map(|p| (p.id.as_str(), p.classes.as_slice()))
         .collect();
     assert_eq!(report.confident_wrong, 0, "{}", report.summary_line());
-    let high = report.calibration.get("high").copied().unwrap_or_default();
+    let high = report
+        .calibration
+        .get("high")
+        .copied()
+        .unwrap_or_else(|| panic!("no high-confidence calibration: {:?}", report.calibration));
     assert!(
         high.cases > 1_000 && high.accuracy() >= 0.99,
         "high confidence must be right 99 % of the time: {high:?}"

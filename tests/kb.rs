@@ -102,7 +102,9 @@ async fn knowledge_base_works_on(store: Store) {
     );
     assert_eq!(detail.group.as_ref().map(|g| g.count), Some(2));
 
-    let group_id = first.group_id.unwrap_or_default();
+    let group_id = first
+        .group_id
+        .unwrap_or_else(|| panic!("the first incident has no group: {first:?}"));
     let note = store
         .add_note(
             group_id,
@@ -127,7 +129,10 @@ async fn knowledge_base_works_on(store: Store) {
         .add_feedback(first.incident_id, &feedback, Some("ci"))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let rule = saved.rule.clone().unwrap_or_default();
+    let rule = saved
+        .rule
+        .clone()
+        .unwrap_or_else(|| panic!("the feedback names no rule: {saved:?}"));
     let stats = store
         .rule_stats(&rule, 30)
         .await
@@ -230,7 +235,10 @@ async fn a_batch_keeps_each_incident_with_its_own_row(store: Store) {
             .collect();
         assert!(groups.iter().all(|g| g.is_some() && *g == groups[0]));
         let group = store
-            .group(groups[0].unwrap_or_default(), 30)
+            .group(
+                groups[0].unwrap_or_else(|| panic!("no group for {log:?}: {groups:?}")),
+                30,
+            )
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(group.group.count, 16, "every incident of the batch is counted");

@@ -66,7 +66,8 @@ fn rules() -> &'static faultline::rules::RuleSet {
 
 fn parse_without_prefilter(bytes: &[u8]) -> Parsed {
     let mut parser = Parser::new();
-    let stats = scan(bytes, &Prefilter::every_line(), &mut parser).unwrap_or_default();
+    let stats = scan(bytes, &Prefilter::every_line(), &mut parser)
+        .unwrap_or_else(|e| panic!("scanning {} bytes failed: {e}", bytes.len()));
     parser.finish(stats)
 }
 

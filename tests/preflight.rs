@@ -134,7 +134,9 @@ fn a_batch_longer_than_the_position_table_fails_the_preflight() {
         report["results"][0]["verdict"], "confirmed",
         "problems come first: {report}"
     );
-    let summary = report["results"][0]["summary"].as_str().unwrap_or_default();
+    let summary = report["results"][0]["summary"]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected a summary of the first result in {report}"));
     assert!(summary.contains("80") && summary.contains("32"), "{summary}");
 }
 

@@ -211,7 +211,7 @@ async fn jobs_are_leased_once_and_finish_once(store: Store) {
         store
             .releasable_snapshot_keys(now_ms() - 86_400_000, 100)
             .await
-            .unwrap_or_default()
+            .unwrap_or_else(|e| panic!("{e}"))
             .is_empty(),
         "a snapshot younger than the cutoff is kept"
     );
@@ -565,7 +565,7 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
     );
     assert_eq!(raw.status, 202, "{}", raw.body);
     let accepted = raw.json();
-    let status_url = accepted["status_url"].as_str().unwrap_or_default().to_owned();
+    let status_url = support::json_str(&accepted, "status_url").to_owned();
     assert_eq!(status_url, format!("/api/v1/replay/jobs/{}", accepted["job_id"]));
     let hash = sha256_hex(&plain);
     let stored: Vec<String> = std::fs::read_dir(folder.join(&hash[..2]))
@@ -573,7 +573,7 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
             dir.filter_map(|e| e.ok()?.file_name().into_string().ok())
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_else(|e| panic!("no snapshot folder for {hash}: {e}"));
     assert!(
         stored.iter().any(|name| name.starts_with(&format!("{hash}."))),
         "stored under a key that starts with its hash: {stored:?}"
@@ -595,7 +595,7 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
                 .filter_map(|c| c["outcome"]["summary"].as_str())
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_else(|| panic!("expected a list of causes in {finding}"));
     assert!(
         outcomes.iter().any(|o| o.contains(CONFIRMED)),
         "the cause outcome says {CONFIRMED}: {outcomes:?}"
@@ -612,7 +612,7 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
     ]);
     let form = s.call("POST", &path, Some(&content_type), &body, true);
     assert_eq!(form.status, 202, "{}", form.body);
-    let job = finished_job(&s, form.json()["status_url"].as_str().unwrap_or_default());
+    let job = finished_job(&s, support::json_str(&form.json(), "status_url"));
     assert_eq!(job["results"][0]["verdict"], "refuted", "{job}");
     let (content_type, body) = multipart(&[("params", None, b"{}")]);
     let missing = s.call("POST", &path, Some(&content_type), &body, true);
@@ -654,7 +654,7 @@ fn uploaded_snapshots_are_checked_by_the_embedded_worker() {
         true,
     );
     assert_eq!(sent.status, 202, "{}", sent.body);
-    let job = finished_job(&s, sent.json()["status_url"].as_str().unwrap_or_default());
+    let job = finished_job(&s, support::json_str(&sent.json(), "status_url"));
     assert_eq!(
         (job["state"].clone(), job["results"].clone()),
         (serde_json::json!("done"), serde_json::json!([]))

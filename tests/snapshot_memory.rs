@@ -144,12 +144,7 @@ fn six_hostile_npz_uploads_and_their_replays_keep_the_server_under_400_mib() {
     let mut accepted = Vec::new();
     for answer in &answers {
         match answer.status {
-            202 => accepted.push(
-                answer.json()["status_url"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            ),
+            202 => accepted.push(support::json_str(&answer.json(), "status_url").to_owned()),
             503 => assert!(
                 answer.header("retry-after").is_some(),
                 "a 503 without Retry-After: {}",

@@ -5,7 +5,7 @@ use faultline::service::Access;
 use serde_json::json;
 
 use crate::server::{TestServer, call};
-use crate::support::TempDb;
+use crate::support::{self, TempDb};
 
 const ASSERT: &str = "Traceback (most recent call last):
   File \"/work/train.py\", line 88, in step
@@ -118,7 +118,7 @@ fn analyze_reads_json_and_keeps_bad_input_out(s: &TestServer) {
     let body = json!({"log": OOM, "project": "nlp", "commit": "abc123", "job_url": "https://ci/1", "tags": ["nightly"]});
     let stored = s.post_json("/api/v1/analyze", &body);
     assert_eq!(stored.status, 200, "{}", stored.body);
-    let id = stored.json()["incident_id"].as_i64().unwrap_or_default();
+    let id = support::json_i64(&stored.json(), "incident_id");
     let incident = s.get(&format!("/api/v1/incidents/{id}")).json();
     assert_eq!(
         (incident["project"].clone(), incident["commit"].clone()),
@@ -172,9 +172,7 @@ fn analyze_reads_json_and_keeps_bad_input_out(s: &TestServer) {
 
 fn secrets_never_reach_storage(s: &TestServer) {
     let log = format!("login with token hf_abcdefghijklmnopqrstuvwxyzABCDEF1234 by ann@example.org\n{OOM}");
-    let id = s.post_log("/api/v1/analyze", &log).json()["incident_id"]
-        .as_i64()
-        .unwrap_or_default();
+    let id = support::json_i64(&s.post_log("/api/v1/analyze", &log).json(), "incident_id");
     let stored = s.get(&format!("/api/v1/incidents/{id}")).body;
     assert!(!stored.contains("hf_abcdefghij"), "{stored}");
     assert!(!stored.contains("ann@example.org"), "{stored}");
@@ -183,9 +181,12 @@ fn secrets_never_reach_storage(s: &TestServer) {
 
 fn incidents_groups_feedback_and_notes(s: &TestServer) {
     let listed = s.get("/api/v1/incidents?project=vision").json();
-    let items = listed["items"].as_array().cloned().unwrap_or_default();
+    let items = listed["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("expected a list of items in {listed}"));
     assert_eq!(items.len(), 2);
-    let id = items[0]["id"].as_i64().unwrap_or_default();
+    let id = support::json_i64(&items[0], "id");
     let by_class = s.get("/api/v1/incidents?class=cuda.oom&limit=1").json();
     assert_eq!(by_class["items"].as_array().map(Vec::len), Some(1));
     assert!(
@@ -225,7 +226,7 @@ fn incidents_groups_feedback_and_notes(s: &TestServer) {
         bad_verdict.status
     );
 
-    let group = items[0]["group_id"].as_i64().unwrap_or_default();
+    let group = support::json_i64(&items[0], "group_id");
     let note = s.post_json(
         &format!("/api/v1/groups/{group}/notes"),
         &json!({"body": "Run with the resized tokenizer."}),
@@ -254,7 +255,7 @@ fn undiagnosed_logs_wait_in_a_queue(s: &TestServer) {
         page["items"]
             .as_array()
             .map(|items| items.iter().map(|i| i["id"].clone()).collect())
-            .unwrap_or_default()
+            .unwrap_or_else(|| panic!("expected a list of items in {page}"))
     };
     assert_eq!(ids("diagnosed=false&project=queue"), vec![id.clone()]);
     let queued = s.get("/api/v1/incidents?project=queue").json();
@@ -285,15 +286,18 @@ fn undiagnosed_logs_wait_in_a_queue(s: &TestServer) {
 
 fn rules_and_backtests(s: &TestServer) {
     let rules = s.get("/api/v1/rules").json();
-    let list = rules.as_array().cloned().unwrap_or_default();
+    let list = rules
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("expected a list of rules, got {rules}"));
     assert!(list.len() > 50);
     let hit = list
         .iter()
         .find(|r| r["stats"]["right"] == 1)
         .cloned()
-        .unwrap_or_default();
+        .unwrap_or_else(|| panic!("expected a rule with one right verdict in {rules}"));
     assert_eq!(hit["stats"]["precision"], 1.0, "feedback feeds precision: {hit}");
-    let id = hit["id"].as_str().unwrap_or_default();
+    let id = support::json_str(&hit, "id");
     let detail = s.get(&format!("/api/v1/rules/{id}")).json();
     assert!(detail["causes"].as_array().is_some_and(|c| !c.is_empty()));
     assert!(detail["stats"]["daily"].as_array().is_some_and(|d| !d.is_empty()));
@@ -376,13 +380,16 @@ fn every_documented_operation_is_routed(s: &TestServer) {
         let pointer = target.strip_prefix('#').unwrap_or(&target);
         assert!(spec.pointer(pointer).is_some(), "{target} points nowhere");
     }
-    let paths = spec["paths"].as_object().cloned().unwrap_or_default();
+    let paths = spec["paths"]
+        .as_object()
+        .cloned()
+        .unwrap_or_else(|| panic!("expected an object of paths in {spec}"));
     assert!(paths.len() >= 15);
     for (path, ops) in &paths {
         for method in ops
             .as_object()
             .map(|o| o.keys().cloned().collect::<Vec<_>>())
-            .unwrap_or_default()
+            .unwrap_or_else(|| panic!("expected an object of operations for {path}, got {ops}"))
         {
             let concrete = path.replace("{id}", "1");
             let answer = s.call(

@@ -187,3 +187,19 @@ pub fn create_token(database: &str, name: &str) -> String {
     );
     String::from_utf8_lossy(&created.stdout).trim().to_owned()
 }
+
+/// `doc[key]` as an integer (an incident id, a group id); panics naming the key and showing the
+/// document when it is missing or not an integer, rather than letting an id of 0 go on.
+pub fn json_i64(doc: &serde_json::Value, key: &str) -> i64 {
+    doc[key]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an integer {key:?} in {doc}"))
+}
+
+/// `doc[key]` as a string (a URL, an id); panics naming the key and showing the document when it
+/// is missing or not a string, rather than letting an empty string go on.
+pub fn json_str<'a>(doc: &'a serde_json::Value, key: &str) -> &'a str {
+    doc[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected a string {key:?} in {doc}"))
+}

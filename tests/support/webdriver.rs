@@ -124,9 +124,9 @@ impl Browser {
 
     /// The current URL.
     pub fn current_url(&self) -> String {
-        self.call("GET", "/url", None)
-            .as_str()
-            .unwrap_or_default()
+        let url = self.call("GET", "/url", None);
+        url.as_str()
+            .unwrap_or_else(|| panic!("expected the current URL as a string, got {url}"))
             .to_owned()
     }
 
@@ -172,9 +172,9 @@ impl Browser {
     /// The visible text of an element.
     pub fn text(&self, css: &str) -> String {
         let el = self.find(css);
-        self.call("GET", &format!("/element/{el}/text"), None)
-            .as_str()
-            .unwrap_or_default()
+        let text = self.call("GET", &format!("/element/{el}/text"), None);
+        text.as_str()
+            .unwrap_or_else(|| panic!("expected the text of {css} as a string, got {text}"))
             .to_owned()
     }
 
@@ -187,7 +187,10 @@ impl Browser {
     /// A PNG of the viewport.
     pub fn screenshot(&self) -> Vec<u8> {
         let v = self.call("GET", "/screenshot", None);
-        decode_base64(v.as_str().unwrap_or_default())
+        decode_base64(
+            v.as_str()
+                .unwrap_or_else(|| panic!("expected a base64 screenshot, got {v}")),
+        )
     }
 
     /// Waits until the URL contains `part`.
