@@ -7,13 +7,13 @@
 
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, AppState};
-use crate::http::access::{decide_route, is_local_request};
+use crate::http::access::{decide_request, is_local_request};
 use crate::http::peer_ip;
 use crate::kb::tokens::TokenOwner;
 use crate::service::Requester;
@@ -44,11 +44,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         signed_in: caller.0.is_some(),
         local: is_local_request(peer, req.headers()),
     };
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
-    if let Err(denied) = decide_route(&state.policy, req.method(), &route, req.uri().query(), who) {
+    if let Err(denied) = decide_request(&state.policy, &req, who) {
         return ApiError::from(denied).into_response();
     }
     let client = client_key(caller.0.as_ref(), peer);

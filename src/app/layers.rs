@@ -61,11 +61,7 @@ async fn refuse_oversized_bodies(State(state): State<AppState>, req: Request, ne
     } else {
         state.config.max_body_bytes
     };
-    let declared = req
-        .headers()
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = crate::http::content_length(req.headers());
     let over = declared.is_some_and(|n| n > u64::try_from(limit).unwrap_or(u64::MAX));
     if !over {
         return next.run(req).await;

@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, Method, header};
 
 use crate::service::{Action, Denied, Policy, Requester};
@@ -45,6 +46,16 @@ fn stores(query: Option<&str>) -> bool {
         .unwrap_or_default()
         .split('&')
         .any(|pair| pair == "store=false")
+}
+
+/// The policy's decision for a request of either face: its matched route (its path when no
+/// route matched), method and query.
+pub fn decide_request(policy: &Policy, req: &Request, who: Requester) -> Result<Action, Denied> {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or(req.uri().path(), MatchedPath::as_str);
+    decide_route(policy, req.method(), route, req.uri().query(), who)
 }
 
 /// The policy's decision for a route of either face.

@@ -17,13 +17,13 @@ use std::time::Instant;
 
 use askama::Template;
 use axum::Router;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
-use crate::http::access::{decide_route, is_local_request};
+use crate::http::access::{decide_request, is_local_request};
 use crate::http::peer_ip;
 use crate::kb::tokens::TokenOwner;
 use crate::service::AppState;
@@ -154,12 +154,8 @@ async fn session_layer(State(state): State<AppState>, mut req: Request, next: Ne
         signed_in: owner.is_some(),
         local: is_local_request(peer, req.headers()),
     };
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
     let is_read = matches!(*req.method(), Method::GET | Method::HEAD);
-    match decide_route(&state.policy, req.method(), &route, req.uri().query(), who) {
+    match decide_request(&state.policy, &req, who) {
         Ok(_) => {}
         Err(Denied::SignInRequired { .. }) if is_read => return Redirect::to("/signin").into_response(),
         Err(denied) => return WebError(denied.into()).into_response(),
