@@ -80,6 +80,9 @@ pub struct Config {
     pub replay_lease_secs: u64,
     /// Leases of a job before it is failed.
     pub replay_max_attempts: u32,
+    /// A GPU or host that was the first fault of this many jobs' incidents is flagged on the
+    /// repeat-offender list.
+    pub offender_threshold: u32,
 }
 
 impl Default for Config {
@@ -111,6 +114,7 @@ impl Default for Config {
             replay_backend: crate::replay::BackendChoice::Auto,
             replay_lease_secs: 60,
             replay_max_attempts: 3,
+            offender_threshold: 3,
         }
     }
 }
@@ -144,6 +148,7 @@ impl std::fmt::Debug for Config {
             .field("replay_backend", &self.replay_backend)
             .field("replay_lease_secs", &self.replay_lease_secs)
             .field("replay_max_attempts", &self.replay_max_attempts)
+            .field("offender_threshold", &self.offender_threshold)
             .finish()
     }
 }
@@ -317,6 +322,9 @@ impl Config {
         }
         if let Some(v) = get("FAULTLINE_REPLAY_BACKEND") {
             self.replay_backend = parse("FAULTLINE_REPLAY_BACKEND", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_OFFENDER_THRESHOLD") {
+            self.offender_threshold = parse("FAULTLINE_OFFENDER_THRESHOLD", v)?;
         }
         Ok(())
     }
