@@ -83,6 +83,9 @@ pub struct Config {
     /// A GPU or host that was the first fault of this many jobs' incidents is flagged on the
     /// repeat-offender list.
     pub offender_threshold: u32,
+    /// Most bytes the `.zip` / `.tar.gz` files of one request may inflate to, all together: a
+    /// bigger archive (a zip bomb) is refused.
+    pub bundle_max_inflated_bytes: usize,
 }
 
 impl Default for Config {
@@ -115,6 +118,7 @@ impl Default for Config {
             replay_lease_secs: 60,
             replay_max_attempts: 3,
             offender_threshold: 3,
+            bundle_max_inflated_bytes: 256 << 20,
         }
     }
 }
@@ -149,6 +153,7 @@ impl std::fmt::Debug for Config {
             .field("replay_lease_secs", &self.replay_lease_secs)
             .field("replay_max_attempts", &self.replay_max_attempts)
             .field("offender_threshold", &self.offender_threshold)
+            .field("bundle_max_inflated_bytes", &self.bundle_max_inflated_bytes)
             .finish()
     }
 }
@@ -325,6 +330,9 @@ impl Config {
         }
         if let Some(v) = get("FAULTLINE_OFFENDER_THRESHOLD") {
             self.offender_threshold = parse("FAULTLINE_OFFENDER_THRESHOLD", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_BUNDLE_MAX_INFLATED_BYTES") {
+            self.bundle_max_inflated_bytes = parse("FAULTLINE_BUNDLE_MAX_INFLATED_BYTES", v)?;
         }
         Ok(())
     }
