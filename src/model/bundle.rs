@@ -397,7 +397,7 @@ pub enum StateSource {
 }
 
 /// One collective as one rank called it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct CollectiveCall {
     /// Operation, upper case (`ALLREDUCE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
