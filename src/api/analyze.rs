@@ -207,7 +207,9 @@ async fn read_multipart(request: Request, query: AnalyzeQuery) -> ApiResult<(Inp
             files.push(Upload { name, bytes });
             continue;
         }
-        let value = String::from_utf8_lossy(&field.bytes().await.map_err(bad)?).trim().to_owned();
+        let value = String::from_utf8_lossy(&field.bytes().await.map_err(bad)?)
+            .trim()
+            .to_owned();
         match part.as_str() {
             "project" => meta.project = Some(value),
             "source" => meta.source = Some(value),

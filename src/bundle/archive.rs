@@ -112,7 +112,9 @@ where
     }
     let mut declared = 0u64;
     for i in 0..zip.len() {
-        let file = zip.by_index(i).map_err(|e| ArchiveError::Malformed(e.to_string()))?;
+        let file = zip
+            .by_index(i)
+            .map_err(|e| ArchiveError::Malformed(e.to_string()))?;
         declared = declared.saturating_add(file.size());
     }
     if declared > limits.max_inflated {
@@ -121,11 +123,16 @@ where
     let mut left = limits.max_inflated;
     let mut count = 0;
     for i in 0..zip.len() {
-        let file = zip.by_index(i).map_err(|e| ArchiveError::Malformed(e.to_string()))?;
+        let file = zip
+            .by_index(i)
+            .map_err(|e| ArchiveError::Malformed(e.to_string()))?;
         if !file.is_file() {
             continue;
         }
-        let name = file.name().map_err(|e| ArchiveError::Malformed(e.to_string()))?.into_owned();
+        let name = file
+            .name()
+            .map_err(|e| ArchiveError::Malformed(e.to_string()))?
+            .into_owned();
         let mut budget = Budget {
             inner: file,
             left: &mut left,
@@ -156,7 +163,8 @@ where
         if headers > limits.max_entries * 2 + 2 {
             return Err(ArchiveError::TooManyEntries(limits.max_entries));
         }
-        let size = octal(&header[124..136]).ok_or_else(|| ArchiveError::Malformed("a tar header with a bad size".into()))?;
+        let size = octal(&header[124..136])
+            .ok_or_else(|| ArchiveError::Malformed("a tar header with a bad size".into()))?;
         if size > left {
             return Err(ArchiveError::TooLarge(limits.max_inflated));
         }
@@ -209,7 +217,9 @@ fn read_block(reader: &mut impl Read, block: &mut [u8; 512]) -> Result<bool, Arc
             return if filled == 0 {
                 Ok(false)
             } else {
-                Err(ArchiveError::Malformed("the tar stream ends inside a header".into()))
+                Err(ArchiveError::Malformed(
+                    "the tar stream ends inside a header".into(),
+                ))
             };
         }
         filled += n;
@@ -272,19 +282,32 @@ mod tests {
         tar.extend(tar_entry("logs/rank1.log", &[b'x'; 700]));
         tar.extend([0u8; 1024]);
         let seen = names(gz(&tar), ArchiveLimits::default()).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(seen, vec![("logs/rank0.log".to_owned(), 6), ("logs/rank1.log".to_owned(), 700)]);
+        assert_eq!(
+            seen,
+            vec![
+                ("logs/rank0.log".to_owned(), 6),
+                ("logs/rank1.log".to_owned(), 700)
+            ]
+        );
     }
 
     #[test]
     fn a_zip_bomb_is_refused_before_it_is_inflated() {
         let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
-        let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        let options =
+            zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
         for i in 0..4 {
-            zip.start_file(format!("rank{i}.log"), options).unwrap_or_else(|e| panic!("{e}"));
-            zip.write_all(&vec![0u8; 4 << 20]).unwrap_or_else(|e| panic!("{e}"));
+            zip.start_file(format!("rank{i}.log"), options)
+                .unwrap_or_else(|e| panic!("{e}"));
+            zip.write_all(&vec![0u8; 4 << 20])
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         let bytes = zip.finish().unwrap_or_else(|e| panic!("{e}")).into_inner();
-        assert!(bytes.len() < 200 << 10, "the bomb is small: {} bytes", bytes.len());
+        assert!(
+            bytes.len() < 200 << 10,
+            "the bomb is small: {} bytes",
+            bytes.len()
+        );
         let limits = ArchiveLimits {
             max_entries: 100,
             max_inflated: 8 << 20,
@@ -312,8 +335,14 @@ mod tests {
             max_entries: 3,
             max_inflated: 1 << 20,
         };
-        assert!(matches!(names(gz(&tar), limits), Err(ArchiveError::TooManyEntries(3))));
-        assert!(matches!(names(b"plain text".to_vec(), limits), Err(ArchiveError::NotAnArchive)));
+        assert!(matches!(
+            names(gz(&tar), limits),
+            Err(ArchiveError::TooManyEntries(3))
+        ));
+        assert!(matches!(
+            names(b"plain text".to_vec(), limits),
+            Err(ArchiveError::NotAnArchive)
+        ));
         assert!(names(gz(b"not a tar header"), limits).is_err());
     }
 }

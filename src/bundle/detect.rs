@@ -43,7 +43,8 @@ pub fn detect(name: &str, head: &[u8]) -> Detected {
         };
         return Detected { kind, prefixed_ranks };
     }
-    if contains(head, b"==NVSMI LOG==") || contains(head, b"Attached GPUs") && contains(head, b"Product Name") {
+    if contains(head, b"==NVSMI LOG==") || contains(head, b"Attached GPUs") && contains(head, b"Product Name")
+    {
         return Detected {
             kind: FileKind::NvidiaSmi,
             prefixed_ranks,
@@ -62,12 +63,14 @@ pub fn detect(name: &str, head: &[u8]) -> Detected {
             kernel += 1;
             continue;
         }
-        elastic += usize::from(line.contains("torch/distributed/elastic") || line.contains("torch.distributed.run"));
+        elastic +=
+            usize::from(line.contains("torch/distributed/elastic") || line.contains("torch.distributed.run"));
         if let Some(rank) = normalizer.normalize(i as u64 + 1, line.as_bytes()).meta.rank {
             ranks.insert(rank);
         }
     }
-    let slurm = contains(head, b"srun: error:") || contains(head, b"slurmstepd: ") || contains(head, b"srun: Job ");
+    let slurm =
+        contains(head, b"srun: error:") || contains(head, b"slurmstepd: ") || contains(head, b"srun: Job ");
     let kind = if lines > 0 && kernel * 2 >= lines {
         FileKind::KernelLog
     } else if slurm {
@@ -138,7 +141,19 @@ pub fn rank_from_name(name: &str) -> Option<u32> {
 /// The host a kernel log's name suggests: its folder (`node-3/dmesg.txt`), or its name without
 /// the usual words (`dmesg-node-3.txt`).
 pub fn host_from_name(name: &str) -> Option<String> {
-    const GENERIC: &[&str] = &["dmesg", "kern", "kernel", "journal", "journalctl", "syslog", "messages", "log", "logs", "txt", "out"];
+    const GENERIC: &[&str] = &[
+        "dmesg",
+        "kern",
+        "kernel",
+        "journal",
+        "journalctl",
+        "syslog",
+        "messages",
+        "log",
+        "logs",
+        "txt",
+        "out",
+    ];
     let parts: Vec<&str> = name.split('/').filter(|p| !p.is_empty()).collect();
     let base = parts.last()?;
     let stem: Vec<&str> = base
@@ -149,7 +164,8 @@ pub fn host_from_name(name: &str) -> Option<String> {
         return Some(stem.join("-"));
     }
     let folder = parts.iter().rev().nth(1)?;
-    (!GENERIC.contains(&folder.to_ascii_lowercase().as_str()) && !folder.starts_with('.')).then(|| (*folder).to_owned())
+    (!GENERIC.contains(&folder.to_ascii_lowercase().as_str()) && !folder.starts_with('.'))
+        .then(|| (*folder).to_owned())
 }
 
 #[cfg(test)]
@@ -164,7 +180,10 @@ mod tests {
     fn a_log_with_two_ranks_prefixes_is_interleaved() {
         let log = "[rank0]: step 1\n[rank1]: step 1\n[rank1]: RuntimeError: boom\n";
         assert_eq!(kind("train.log", log), FileKind::InterleavedLog);
-        assert_eq!(kind("train.log", "[default3]:step 0 ok\n").to_owned(), FileKind::RankLog);
+        assert_eq!(
+            kind("train.log", "[default3]:step 0 ok\n").to_owned(),
+            FileKind::RankLog
+        );
     }
 
     #[test]
@@ -173,7 +192,10 @@ mod tests {
         assert_eq!(kind("node3.txt", dmesg), FileKind::KernelLog);
         let journal = "Nov 27 05:33:50 node-3 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n";
         assert_eq!(kind("whatever", journal), FileKind::KernelLog);
-        assert_eq!(kind("dmesg.txt", "[rank0]: hello\n[rank1]: hello\n"), FileKind::InterleavedLog);
+        assert_eq!(
+            kind("dmesg.txt", "[rank0]: hello\n[rank1]: hello\n"),
+            FileKind::InterleavedLog
+        );
     }
 
     #[test]
@@ -185,13 +207,25 @@ mod tests {
         assert_eq!(kind("x", r#"{"DCGM GPU Diagnostic": {}}"#), FileKind::DcgmDiag);
         assert_eq!(kind("x", r#"{"a": 1}"#), FileKind::Unknown);
         assert_eq!(kind("x", "\u{80}\u{2}}entries"), FileKind::Unknown);
-        assert_eq!(detect("x", b"\x80\x02}q\x00X\x07\x00\x00\x00entries").kind, FileKind::FlightRecorder);
+        assert_eq!(
+            detect("x", b"\x80\x02}q\x00X\x07\x00\x00\x00entries").kind,
+            FileKind::FlightRecorder
+        );
     }
 
     #[test]
     fn slurm_output_and_nvidia_smi_reports_are_recognised() {
-        assert_eq!(kind("slurm-12.out", "0: hi\nsrun: error: node-3: task 5: Exited with exit code 1\n"), FileKind::SlurmOutput);
-        assert_eq!(kind("smi.txt", "==============NVSMI LOG==============\n"), FileKind::NvidiaSmi);
+        assert_eq!(
+            kind(
+                "slurm-12.out",
+                "0: hi\nsrun: error: node-3: task 5: Exited with exit code 1\n"
+            ),
+            FileKind::SlurmOutput
+        );
+        assert_eq!(
+            kind("smi.txt", "==============NVSMI LOG==============\n"),
+            FileKind::NvidiaSmi
+        );
     }
 
     #[test]

@@ -9,8 +9,8 @@ use super::stamp::FALLBACK_YEAR;
 use crate::model::{
     BUNDLE_FORMAT_VERSION, BundleDiagnosis, Cascade, ClockOffset, CollectiveCall, CollectiveRef, Confidence,
     Coverage, Desync, DesyncCall, EvidenceLine, FaultKind, FileEvidence, FirstFault, GpuRef, GroupStall,
-    RankCollectiveState, RankOutcome, RankReport, StateSource, TimelineEvent, TimelineKind, Warning, XidOrigin,
-    XidReport,
+    RankCollectiveState, RankOutcome, RankReport, StateSource, TimelineEvent, TimelineKind, Warning,
+    XidOrigin, XidReport,
 };
 
 /// Smallest clock offset between hosts worth correcting (ranks time out a little apart anyway).
@@ -28,7 +28,12 @@ struct Clock {
 impl Clock {
     fn at(&self, place: &Place) -> Option<i64> {
         let when = place.when.as_ref()?;
-        let offset = place.host.as_ref().and_then(|h| self.offsets.get(h)).copied().unwrap_or(0);
+        let offset = place
+            .host
+            .as_ref()
+            .and_then(|h| self.offsets.get(h))
+            .copied()
+            .unwrap_or(0);
         Some(when.wall.to_us(self.year) - offset)
     }
 }
@@ -60,7 +65,12 @@ pub fn finish(mut state: State) -> BundleDiagnosis {
         .chain(state.files.iter().filter_map(|f| f.host.clone()))
         .collect();
     let mut warnings = state.warnings;
-    if state.year.is_none() && state.ranks.values().any(|r| r.own.as_ref().is_some_and(|o| o.place.when.is_some())) {
+    if state.year.is_none()
+        && state
+            .ranks
+            .values()
+            .any(|r| r.own.as_ref().is_some_and(|o| o.place.when.is_some()))
+    {
         warnings.push(Warning::new(
             "no_year",
             "no stamp shows a year: times are read in one assumed year (their order and gaps hold)",
@@ -128,7 +138,11 @@ fn clock_offsets(state: &State, year: i32) -> (BTreeMap<String, i64>, Vec<ClockO
             let Some(seq) = coll.seq else { continue };
             first_host.get_or_insert_with(|| host.clone());
             let t = when.wall.to_us(year);
-            let slot = shared.entry((coll.pg.clone(), seq)).or_default().entry(host.clone()).or_insert(t);
+            let slot = shared
+                .entry((coll.pg.clone(), seq))
+                .or_default()
+                .entry(host.clone())
+                .or_insert(t);
             *slot = (*slot).min(t);
         }
     }
@@ -137,7 +151,9 @@ fn clock_offsets(state: &State, year: i32) -> (BTreeMap<String, i64>, Vec<ClockO
     };
     let mut diffs: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
     for ((pg, seq), hosts) in &shared {
-        let Some(base) = hosts.get(&reference) else { continue };
+        let Some(base) = hosts.get(&reference) else {
+            continue;
+        };
         for (host, t) in hosts {
             if *host != reference {
                 diffs
@@ -159,7 +175,11 @@ fn clock_offsets(state: &State, year: i32) -> (BTreeMap<String, i64>, Vec<ClockO
                 offset_ms: median / 1000,
                 from: format!(
                     "timeouts shared with {reference}: {}",
-                    d.iter().map(|(_, what)| what.as_str()).take(3).collect::<Vec<_>>().join(", ")
+                    d.iter()
+                        .map(|(_, what)| what.as_str())
+                        .take(3)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 samples: d.len() as u32,
             });
@@ -187,7 +207,11 @@ fn collectives(state: &State) -> Vec<GroupStall> {
             if log.is_none() && dump.is_none() {
                 continue;
             }
-            let source = if dump.is_some() { StateSource::Dump } else { StateSource::Log };
+            let source = if dump.is_some() {
+                StateSource::Dump
+            } else {
+                StateSource::Log
+            };
             let mut rank_calls: BTreeMap<u64, CollectiveCall> = BTreeMap::new();
             if let Some(l) = log {
                 rank_calls.extend(l.calls.clone());
@@ -216,7 +240,13 @@ fn collectives(state: &State) -> Vec<GroupStall> {
                 .then_some(next)
         });
         for s in &mut states {
-            s.call = stalled_seq.and_then(|seq| calls.get(&seq)?.iter().find(|(r, _)| *r == s.rank).map(|(_, c)| c.clone()));
+            s.call = stalled_seq.and_then(|seq| {
+                calls
+                    .get(&seq)?
+                    .iter()
+                    .find(|(r, _)| *r == s.rank)
+                    .map(|(_, c)| c.clone())
+            });
         }
         let op = stalled_seq.and_then(|seq| majority(calls.get(&seq)?).and_then(|c| c.op));
         let never_entered = match stalled_seq {
@@ -254,7 +284,10 @@ fn majority(calls: &[(u32, CollectiveCall)]) -> Option<CollectiveCall> {
     for (_, c) in calls {
         counts.entry(format!("{c:?}")).or_insert((0, c)).0 += 1;
     }
-    counts.into_values().max_by_key(|(n, _)| *n).map(|(_, c)| c.clone())
+    counts
+        .into_values()
+        .max_by_key(|(n, _)| *n)
+        .map(|(_, c)| c.clone())
 }
 
 /// Two calls disagree: different ops, or different sizes where both are known.
@@ -295,7 +328,9 @@ fn add_logged_mismatches(state: &State, out: &mut Vec<GroupStall>) {
         }
     }
     for (seq, made) in by_seq {
-        let Some(desync) = desync_at(seq, &made) else { continue };
+        let Some(desync) = desync_at(seq, &made) else {
+            continue;
+        };
         let pg = "0".to_owned();
         match out.iter_mut().find(|g| g.pg == pg) {
             Some(g) if !g.desync.iter().any(|d| d.seq == seq) => g.desync.push(desync),
@@ -388,17 +423,41 @@ fn coverage(state: &State) -> Coverage {
     let highest = state.ranks.keys().next_back().map(|r| r + 1);
     let (world_size, from) = match (printed, dump_ranks) {
         (Some((n, at)), _) => (Some(n), Some(format!("printed at {at}"))),
-        (None, Some(n)) => (u32::try_from(n).ok(), Some("a flight-recorder dump's group".to_owned())),
+        (None, Some(n)) => (
+            u32::try_from(n).ok(),
+            Some("a flight-recorder dump's group".to_owned()),
+        ),
         (None, None) => (highest, highest.map(|_| "the highest rank seen".to_owned())),
     };
-    let with_log: Vec<u32> = state.ranks.iter().filter(|(_, r)| r.has_log).map(|(k, _)| *k).collect();
-    let with_dump: Vec<u32> = state.ranks.iter().filter(|(_, r)| r.dump.is_some()).map(|(k, _)| *k).collect();
-    let all: Vec<u32> = world_size.filter(|n| *n <= 1_000_000).map(|n| (0..n).collect()).unwrap_or_default();
+    let with_log: Vec<u32> = state
+        .ranks
+        .iter()
+        .filter(|(_, r)| r.has_log)
+        .map(|(k, _)| *k)
+        .collect();
+    let with_dump: Vec<u32> = state
+        .ranks
+        .iter()
+        .filter(|(_, r)| r.dump.is_some())
+        .map(|(k, _)| *k)
+        .collect();
+    let all: Vec<u32> = world_size
+        .filter(|n| *n <= 1_000_000)
+        .map(|n| (0..n).collect())
+        .unwrap_or_default();
     Coverage {
         world_size,
         world_size_from: from,
-        without_log: if with_log.is_empty() { Vec::new() } else { all.iter().filter(|r| !with_log.contains(r)).copied().collect() },
-        without_dump: if with_dump.is_empty() { Vec::new() } else { all.iter().filter(|r| !with_dump.contains(r)).copied().collect() },
+        without_log: if with_log.is_empty() {
+            Vec::new()
+        } else {
+            all.iter().filter(|r| !with_log.contains(r)).copied().collect()
+        },
+        without_dump: if with_dump.is_empty() {
+            Vec::new()
+        } else {
+            all.iter().filter(|r| !with_dump.contains(r)).copied().collect()
+        },
         with_log,
         with_dump,
     }
@@ -472,10 +531,20 @@ fn elect(state: &State, clock: &Clock, collectives: &[GroupStall], xids: &[XidRe
                     })
                 })
         })
-        .filter(|i| candidates[..*i].iter().all(|o| o.own.is_some_and(|own| own.class.starts_with("cuda.") || own.class.starts_with("nccl."))))
+        .filter(|i| {
+            candidates[..*i].iter().all(|o| {
+                o.own
+                    .is_some_and(|own| own.class.starts_with("cuda.") || own.class.starts_with("nccl."))
+            })
+        })
         .unwrap_or(0);
     let winner = &candidates[winner_index];
-    let others: Vec<&Candidate<'_>> = candidates.iter().enumerate().filter(|(i, _)| *i != winner_index).map(|(_, c)| c).collect();
+    let others: Vec<&Candidate<'_>> = candidates
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != winner_index)
+        .map(|(_, c)| c)
+        .collect();
     let mut reasons = Vec::new();
     let mut missing = Vec::new();
     let untimed_rivals: Vec<String> = others.iter().filter(|o| o.at.is_none()).map(|o| who(o)).collect();
@@ -495,14 +564,25 @@ fn elect(state: &State, clock: &Clock, collectives: &[GroupStall], xids: &[XidRe
         ));
         Confidence::High
     } else if winner.at.is_some() {
-        reasons.push(format!("the earliest timed failure; {} have no time stamp", untimed_rivals.join(", ")));
-        missing.push(format!("time stamps on the failure lines of {}", untimed_rivals.join(", ")));
+        reasons.push(format!(
+            "the earliest timed failure; {} have no time stamp",
+            untimed_rivals.join(", ")
+        ));
+        missing.push(format!(
+            "time stamps on the failure lines of {}",
+            untimed_rivals.join(", ")
+        ));
         Confidence::Medium
     } else if winner.launcher_root {
-        reasons.push("torchrun names it as the first observed failure; the failures carry no time stamps".to_owned());
+        reasons.push(
+            "torchrun names it as the first observed failure; the failures carry no time stamps".to_owned(),
+        );
         Confidence::Medium
     } else if winner_index != 0 {
-        reasons.push("a hardware Xid on the host of a rank that failed with a CUDA / NCCL error explains that error".to_owned());
+        reasons.push(
+            "a hardware Xid on the host of a rank that failed with a CUDA / NCCL error explains that error"
+                .to_owned(),
+        );
         Confidence::Medium
     } else {
         reasons.push(format!(
@@ -513,11 +593,23 @@ fn elect(state: &State, clock: &Clock, collectives: &[GroupStall], xids: &[XidRe
         Confidence::Low
     };
     if winner_index != 0 && winner.xid.is_some() {
-        reasons.push(format!("{} happened on the same host; the Xid explains it", who(&candidates[0])));
+        reasons.push(format!(
+            "{} happened on the same host; the Xid explains it",
+            who(&candidates[0])
+        ));
     }
     let fault = match (winner.own, winner.xid) {
         (_, Some(x)) => xid_fault(state, x, confidence, reasons),
-        (Some(own), None) => own_fault(state, winner.rank, own, winner.at, confidence, reasons, collectives, xids),
+        (Some(own), None) => own_fault(
+            state,
+            winner.rank,
+            own,
+            winner.at,
+            confidence,
+            reasons,
+            collectives,
+            xids,
+        ),
         (None, None) => return None,
     };
     Some(Election { fault, missing })
@@ -525,7 +617,11 @@ fn elect(state: &State, clock: &Clock, collectives: &[GroupStall], xids: &[XidRe
 
 fn who(c: &Candidate<'_>) -> String {
     match (c.rank, c.own, c.xid) {
-        (_, _, Some(x)) => format!("Xid {} on {}", x.code, x.host.as_deref().unwrap_or("an unnamed host")),
+        (_, _, Some(x)) => format!(
+            "Xid {} on {}",
+            x.code,
+            x.host.as_deref().unwrap_or("an unnamed host")
+        ),
         (Some(rank), Some(own), None) => format!("rank {rank} ({})", own.class),
         (None, Some(own), None) => format!("{} in {}", own.class, own.place.file),
         (_, None, None) => "an unknown failure".to_owned(),
@@ -553,7 +649,10 @@ fn own_fault(
     let gpu = r.map(|r| r.gpu.clone()).filter(|g| !g.is_empty());
     let xid = rank.and_then(|k| xids.iter().find(|x| x.ranks.contains(&k)).cloned());
     let collective = waited_in(collectives);
-    let title = own.finding.as_ref().map_or_else(|| own.place.text.clone(), |f| f.title.clone());
+    let title = own
+        .finding
+        .as_ref()
+        .map_or_else(|| own.place.text.clone(), |f| f.title.clone());
     let mut summary = match rank {
         Some(k) => format!("rank {k}"),
         None => format!("{} (rank unknown)", own.place.file),
@@ -591,7 +690,11 @@ fn own_fault(
 fn xid_fault(state: &State, x: &XidReport, confidence: Confidence, reasons: Vec<String>) -> FirstFault {
     let rank = (x.ranks.len() == 1).then(|| x.ranks[0]);
     let r = rank.and_then(|k| state.ranks.get(&k));
-    let mut summary = format!("Xid {} on {}", x.code, x.host.as_deref().unwrap_or("an unnamed host"));
+    let mut summary = format!(
+        "Xid {} on {}",
+        x.code,
+        x.host.as_deref().unwrap_or("an unnamed host")
+    );
     if let Some(g) = &x.gpu {
         summary.push_str(&format!(" ({g})"));
     }
@@ -626,7 +729,10 @@ fn xid_fault(state: &State, x: &XidReport, confidence: Confidence, reasons: Vec<
 fn elect_without_faults(state: &State, clock: &Clock, collectives: &[GroupStall]) -> Option<Election> {
     let stalled = waited_in(collectives);
     if let Some((group, desync)) = collectives.iter().find_map(|g| g.desync.first().map(|d| (g, d))) {
-        let minority = desync.calls.last().filter(|c| c.ranks.len() < desync.calls[0].ranks.len());
+        let minority = desync
+            .calls
+            .last()
+            .filter(|c| c.ranks.len() < desync.calls[0].ranks.len());
         let describe = |c: &DesyncCall| {
             format!(
                 "ranks {:?} called {} with {} elements",
@@ -686,7 +792,10 @@ fn elect_without_faults(state: &State, clock: &Clock, collectives: &[GroupStall]
         .flat_map(|r| r.cascades.iter())
         .flat_map(|c| c.blamed.iter().copied())
         .collect();
-    let entered_not: BTreeSet<u32> = collectives.iter().flat_map(|g| g.never_entered.iter().copied()).collect();
+    let entered_not: BTreeSet<u32> = collectives
+        .iter()
+        .flat_map(|g| g.never_entered.iter().copied())
+        .collect();
     let timed_out: BTreeSet<u32> = state
         .ranks
         .iter()
@@ -696,18 +805,34 @@ fn elect_without_faults(state: &State, clock: &Clock, collectives: &[GroupStall]
     let silent: BTreeSet<u32> = state
         .ranks
         .iter()
-        .filter(|(k, r)| r.has_log && !timed_out.contains(k) && r.own.is_none() && r.cascades.iter().all(|c| c.kind != CascadeKind::Timeout))
+        .filter(|(k, r)| {
+            r.has_log
+                && !timed_out.contains(k)
+                && r.own.is_none()
+                && r.cascades.iter().all(|c| c.kind != CascadeKind::Timeout)
+        })
         .map(|(k, _)| *k)
         .collect();
     let (suspects, confidence, reason): (BTreeSet<u32>, Confidence, String) = if !blamed.is_empty() {
-        (blamed.clone(), Confidence::High, "a monitored barrier names them as the ranks that did not arrive".to_owned())
+        (
+            blamed.clone(),
+            Confidence::High,
+            "a monitored barrier names them as the ranks that did not arrive".to_owned(),
+        )
     } else if !entered_not.is_empty() {
-        (entered_not, Confidence::High, "their last enqueued collective is before the one the others waited in".to_owned())
+        (
+            entered_not,
+            Confidence::High,
+            "their last enqueued collective is before the one the others waited in".to_owned(),
+        )
     } else if !timed_out.is_empty() && !silent.is_empty() && silent.len() < timed_out.len() {
         (
             silent,
             Confidence::Medium,
-            format!("their logs show no failure and no timeout while {} ranks timed out: they were most likely not in the collective (hung or slow before it)", timed_out.len()),
+            format!(
+                "their logs show no failure and no timeout while {} ranks timed out: they were most likely not in the collective (hung or slow before it)",
+                timed_out.len()
+            ),
         )
     } else {
         return None;
@@ -718,7 +843,10 @@ fn elect_without_faults(state: &State, clock: &Clock, collectives: &[GroupStall]
         "rank{} {} never entered {}",
         if suspects.len() > 1 { "s" } else { "" },
         suspects.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
-        stalled.as_ref().map_or_else(|| "the collective the others waited in".to_owned(), |c| c.to_string())
+        stalled.as_ref().map_or_else(
+            || "the collective the others waited in".to_owned(),
+            |c| c.to_string()
+        )
     );
     if let Some(h) = r.and_then(|r| r.host.as_ref()) {
         summary.push_str(&format!(" (on {h})"));
@@ -776,14 +904,19 @@ fn fold_cascades(state: &State, root: Option<u32>) -> Vec<Cascade> {
         if Some(*rank) == root || r.own.is_some() {
             continue;
         }
-        let Some(first) = r.cascades.iter().min_by_key(|c| c.kind) else { continue };
+        let Some(first) = r.cascades.iter().min_by_key(|c| c.kind) else {
+            continue;
+        };
         let collective = first.collective.clone().filter(|c| c.seq.is_some());
         groups.entry((first.kind, collective)).or_default().push(*rank);
     }
     let mut out: Vec<Cascade> = groups
         .into_iter()
         .map(|((kind, collective), ranks)| {
-            let on = collective.as_ref().map(|c| format!(" on {c}")).unwrap_or_default();
+            let on = collective
+                .as_ref()
+                .map(|c| format!(" on {c}"))
+                .unwrap_or_default();
             Cascade {
                 summary: format!(
                     "{} rank{}: {}{on}, cascade",
@@ -808,7 +941,10 @@ fn missing(state: &State, coverage: &Coverage, fault: Option<&FirstFault>) -> Ve
         out.push(format!("the logs of ranks {}", ranges(&coverage.without_log)));
     }
     if !coverage.without_dump.is_empty() {
-        out.push(format!("flight-recorder dumps of ranks {}", ranges(&coverage.without_dump)));
+        out.push(format!(
+            "flight-recorder dumps of ranks {}",
+            ranges(&coverage.without_dump)
+        ));
     }
     match fault {
         None => out.push(
@@ -840,7 +976,11 @@ fn ranges(ranks: &[u32]) -> String {
             i += 1;
             end = ranks[i];
         }
-        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
         i += 1;
     }
     parts.join(", ")
@@ -861,7 +1001,14 @@ fn timeline(state: &State, clock: &Clock, root: Option<u32>, xids: &[XidReport])
     };
     for (rank, r) in &state.ranks {
         if let Some(own) = &r.own {
-            out.push(event(Some(*rank), &own.place, TimelineKind::Fault { class: own.class.clone() }, root.is_some_and(|k| k != *rank)));
+            out.push(event(
+                Some(*rank),
+                &own.place,
+                TimelineKind::Fault {
+                    class: own.class.clone(),
+                },
+                root.is_some_and(|k| k != *rank),
+            ));
         }
         for c in r.cascades.iter().take(3) {
             out.push(event(Some(*rank), &c.place, cascade_kind(c), true));
@@ -879,7 +1026,14 @@ fn timeline(state: &State, clock: &Clock, root: Option<u32>, xids: &[XidReport])
         }
     }
     for own in &state.unranked {
-        out.push(event(None, &own.place, TimelineKind::Fault { class: own.class.clone() }, false));
+        out.push(event(
+            None,
+            &own.place,
+            TimelineKind::Fault {
+                class: own.class.clone(),
+            },
+            false,
+        ));
     }
     for x in xids {
         out.push(TimelineEvent {
@@ -895,7 +1049,14 @@ fn timeline(state: &State, clock: &Clock, root: Option<u32>, xids: &[XidReport])
         });
     }
     for h in &state.health {
-        out.push(event(None, &h.place, TimelineKind::HealthCheck { test: h.failure.test.clone() }, false));
+        out.push(event(
+            None,
+            &h.place,
+            TimelineKind::HealthCheck {
+                test: h.failure.test.clone(),
+            },
+            false,
+        ));
     }
     out.sort_by_key(|e| (e.at_us.is_none(), e.at_us, e.rank, e.file.clone(), e.line));
     out.truncate(MAX_TIMELINE);
@@ -954,7 +1115,14 @@ fn report(rank: u32, r: &RankState, clock: &Clock) -> RankReport {
     let first_failure = r
         .own
         .as_ref()
-        .map(|o| (&o.place, TimelineKind::Fault { class: o.class.clone() }))
+        .map(|o| {
+            (
+                &o.place,
+                TimelineKind::Fault {
+                    class: o.class.clone(),
+                },
+            )
+        })
         .or_else(|| r.cascades.first().map(|c| (&c.place, cascade_kind(c))))
         .map(|(place, kind)| TimelineEvent {
             at_us: clock.at(place),

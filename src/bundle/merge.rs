@@ -15,8 +15,8 @@ use super::stamp::Wall;
 use super::xid::XidCatalog;
 use crate::diagnose::{Analysis, analyze_bytes};
 use crate::model::{
-    BundleFile, CollectiveCall, CollectiveRef, EventKind, EvidenceLine, FileKind, Finding, GpuRef, Role, Warning,
-    clip_text,
+    BundleFile, CollectiveCall, CollectiveRef, EventKind, EvidenceLine, FileKind, Finding, GpuRef, Role,
+    Warning, clip_text,
 };
 use crate::rules::RuleSet;
 
@@ -206,8 +206,10 @@ pub struct State {
 
 static JOURNAL_HOST: LazyLock<Regex> = LazyLock::new(|| {
     #[allow(clippy::expect_used)]
-    Regex::new(r"^(?:[A-Z][a-z]{2} +\d{1,2} [\d:.]+|\d{4}-\d{2}-\d{2}T[\d:.,+-]+Z?) (?P<host>[\w.-]+) kernel: ")
-        .expect("the journal pattern compiles")
+    Regex::new(
+        r"^(?:[A-Z][a-z]{2} +\d{1,2} [\d:.]+|\d{4}-\d{2}-\d{2}T[\d:.,+-]+Z?) (?P<host>[\w.-]+) kernel: ",
+    )
+    .expect("the journal pattern compiles")
 });
 
 /// The exceptions a launcher raises about its children, not a failure of a rank's own.
@@ -332,13 +334,10 @@ impl State {
     ) {
         let text = error.traceback.clone().unwrap_or_else(|| error.message.clone());
         let analysis = analyze_bytes(rules, text.as_bytes());
-        let when = error
-            .timestamp
-            .and_then(Wall::from_unix)
-            .map(|wall| When {
-                wall,
-                text: error.timestamp.map(|t| t.to_string()).unwrap_or_default(),
-            });
+        let when = error.timestamp.and_then(Wall::from_unix).map(|wall| When {
+            wall,
+            text: error.timestamp.map(|t| t.to_string()).unwrap_or_default(),
+        });
         self.see_year(when.as_ref().and_then(|w| w.wall.year));
         let place = Place {
             file: name.to_owned(),
@@ -426,14 +425,25 @@ impl State {
             bytes: facts.bytes,
             lines: facts.lines,
             ranks: Vec::new(),
-            host: if hosts.len() == 1 { hosts.into_iter().next() } else { file_host },
+            host: if hosts.len() == 1 {
+                hosts.into_iter().next()
+            } else {
+                file_host
+            },
             diagnosis: None,
             warnings: Vec::new(),
         });
     }
 
     /// A program's output: its single-log diagnosis and the bundle pass's facts.
-    pub fn log(&mut self, rules: &RuleSet, name: &str, detected: &Detected, analysis: Analysis, facts: LogFacts) {
+    pub fn log(
+        &mut self,
+        rules: &RuleSet,
+        name: &str,
+        detected: &Detected,
+        analysis: Analysis,
+        facts: LogFacts,
+    ) {
         self.see_year(facts.year);
         let label_ranks: BTreeSet<u32> = facts
             .facts
@@ -447,7 +457,11 @@ impl State {
         let file_rank = match detected.kind {
             FileKind::RankLog | FileKind::Unknown => match detected.prefixed_ranks.len() {
                 1 => detected.prefixed_ranks.iter().next().copied(),
-                _ => rank_from_name(name).or_else(|| (label_ranks.len() == 1).then(|| label_ranks.iter().next().copied()).flatten()),
+                _ => rank_from_name(name).or_else(|| {
+                    (label_ranks.len() == 1)
+                        .then(|| label_ranks.iter().next().copied())
+                        .flatten()
+                }),
             },
             _ => None,
         };
@@ -480,7 +494,9 @@ impl State {
             if finding.role == Role::Context || is_cascade_finding(rules, finding) {
                 continue;
             }
-            let Some(first) = finding.evidence.first() else { continue };
+            let Some(first) = finding.evidence.first() else {
+                continue;
+            };
             let rank = first.rank.or(file_rank);
             if !owned.insert(rank) {
                 continue;
@@ -495,14 +511,22 @@ impl State {
             self.own(rank, own);
         }
         for event in &analysis.parsed.events {
-            let EventKind::Traceback(tb) = &event.kind else { continue };
-            let Some(exception) = tb.final_exception() else { continue };
+            let EventKind::Traceback(tb) = &event.kind else {
+                continue;
+            };
+            let Some(exception) = tb.final_exception() else {
+                continue;
+            };
             let rank = event.rank.or(file_rank);
             let short = exception.short_type();
             if owned.contains(&rank)
                 || LAUNCHER_EXCEPTIONS.contains(&short)
                 || cascade_lines.contains(&exception.line)
-                || cascade_of_text(&exception.line_text(), self.place_at(name, &facts, rank, exception.line, "")).is_some()
+                || cascade_of_text(
+                    &exception.line_text(),
+                    self.place_at(name, &facts, rank, exception.line, ""),
+                )
+                .is_some()
             {
                 continue;
             }
@@ -547,7 +571,11 @@ impl State {
             bytes: facts.bytes,
             lines: facts.lines,
             ranks: seen_ranks.into_iter().collect(),
-            host: if hosts.len() == 1 { hosts.into_iter().next() } else { None },
+            host: if hosts.len() == 1 {
+                hosts.into_iter().next()
+            } else {
+                None
+            },
             diagnosis: Some(analysis.diagnosis),
             warnings,
         });
@@ -597,18 +625,26 @@ impl State {
                         group.timed_out = Some(group.timed_out.map_or(*seq, |t| t.min(*seq)));
                         group.calls.entry(*seq).or_insert_with(|| call.clone());
                     }
-                    push_cascade(state, CascadeEvent {
-                        kind: CascadeKind::Timeout,
-                        collective: Some(CollectiveRef {
-                            pg,
-                            seq: *seq,
-                            op: call.op.clone(),
-                        }),
-                        blamed: Vec::new(),
-                        place: place(),
-                    });
+                    push_cascade(
+                        state,
+                        CascadeEvent {
+                            kind: CascadeKind::Timeout,
+                            collective: Some(CollectiveRef {
+                                pg,
+                                seq: *seq,
+                                op: call.op.clone(),
+                            }),
+                            blamed: Vec::new(),
+                            place: place(),
+                        },
+                    );
                 }
-                Signal::WorkState { pg, at, enqueued, completed } => {
+                Signal::WorkState {
+                    pg,
+                    at,
+                    enqueued,
+                    completed,
+                } => {
                     let Some(rank) = rank else { continue };
                     let pg = pg.clone().unwrap_or_else(|| self.guess_pg(rank, *at));
                     let group = self.rank(rank).groups.entry(pg).or_default();
@@ -621,12 +657,15 @@ impl State {
                 Signal::PeerLost { blamed } => {
                     cascade = true;
                     if let Some(rank) = rank {
-                        push_cascade(self.rank(rank), CascadeEvent {
-                            kind: CascadeKind::PeerLost,
-                            collective: None,
-                            blamed: blamed.clone(),
-                            place: place(),
-                        });
+                        push_cascade(
+                            self.rank(rank),
+                            CascadeEvent {
+                                kind: CascadeKind::PeerLost,
+                                collective: None,
+                                blamed: blamed.clone(),
+                                place: place(),
+                            },
+                        );
                     }
                 }
                 Signal::Mismatch { calls } => {
@@ -636,15 +675,24 @@ impl State {
                         place: place(),
                     });
                     if let Some(rank) = rank {
-                        push_cascade(self.rank(rank), CascadeEvent {
-                            kind: CascadeKind::Mismatch,
-                            collective: None,
-                            blamed: Vec::new(),
-                            place: place(),
-                        });
+                        push_cascade(
+                            self.rank(rank),
+                            CascadeEvent {
+                                kind: CascadeKind::Mismatch,
+                                collective: None,
+                                blamed: Vec::new(),
+                                place: place(),
+                            },
+                        );
                     }
                 }
-                Signal::Exit { ranks, host: exit_host, code, signal, .. } => {
+                Signal::Exit {
+                    ranks,
+                    host: exit_host,
+                    code,
+                    signal,
+                    ..
+                } => {
                     for r in ranks {
                         let state = self.rank(*r);
                         if state.host.is_none() {
@@ -657,9 +705,15 @@ impl State {
                         });
                     }
                 }
-                Signal::NcclRank { nranks, cuda_dev, bus_id, .. } => {
+                Signal::NcclRank {
+                    nranks,
+                    cuda_dev,
+                    bus_id,
+                    ..
+                } => {
                     if let Some(n) = nranks {
-                        self.world.push((*n, format!("{name}:{} (NCCL nranks)", fact.line)));
+                        self.world
+                            .push((*n, format!("{name}:{} (NCCL nranks)", fact.line)));
                     }
                     if let Some(rank) = rank {
                         let gpu = &mut self.rank(rank).gpu;
@@ -705,19 +759,29 @@ impl State {
         let groups = self.ranks.get(&rank).map(|s| &s.groups);
         let by_seq = groups.and_then(|g| {
             g.iter()
-                .find(|(_, grp)| seq.is_some() && (grp.timed_out == seq || grp.calls.keys().any(|k| Some(*k) == seq)))
+                .find(|(_, grp)| {
+                    seq.is_some() && (grp.timed_out == seq || grp.calls.keys().any(|k| Some(*k) == seq))
+                })
                 .map(|(pg, _)| pg.clone())
         });
         by_seq
-            .or_else(|| groups.filter(|g| g.len() == 1).and_then(|g| g.keys().next().cloned()))
+            .or_else(|| {
+                groups
+                    .filter(|g| g.len() == 1)
+                    .and_then(|g| g.keys().next().cloned())
+            })
             .unwrap_or_else(|| "0".to_owned())
     }
 
     /// torchrun's summary of its failed children: host, local rank, exit, first observed failure.
     fn children(&mut self, name: &str, analysis: &Analysis, file_rank: Option<u32>) {
         for event in &analysis.parsed.events {
-            let EventKind::ChildFailure(child) = &event.kind else { continue };
-            let Some(rank) = child.global_rank.or(file_rank) else { continue };
+            let EventKind::ChildFailure(child) = &event.kind else {
+                continue;
+            };
+            let Some(rank) = child.global_rank.or(file_rank) else {
+                continue;
+            };
             let state = self.rank(rank);
             if state.host.is_none() {
                 state.host.clone_from(&child.host);
@@ -732,7 +796,10 @@ impl State {
                     when: None,
                     host: child.host.clone(),
                 };
-                let signal = child.signal.clone().or_else(|| child.exitcode.and_then(super::signals::signal_name));
+                let signal = child
+                    .signal
+                    .clone()
+                    .or_else(|| child.exitcode.and_then(super::signals::signal_name));
                 if matches!(signal.as_deref(), Some("SIGTERM" | "SIGKILL" | "SIGINT"))
                     && !state.launcher_root
                     && state.cascades.len() < MAX_CASCADE_EVENTS
@@ -765,7 +832,10 @@ fn place_of(name: &str, fact: &LineFact, host: Option<String>) -> Place {
         file: name.to_owned(),
         line: fact.line,
         text: fact.text.clone(),
-        when: fact.wall.zip(fact.stamp.clone()).map(|(wall, text)| When { wall, text }),
+        when: fact
+            .wall
+            .zip(fact.stamp.clone())
+            .map(|(wall, text)| When { wall, text }),
         host,
     }
 }
@@ -775,7 +845,9 @@ fn keep_earliest(slot: &mut Option<OwnFault>, new: OwnFault) {
     let earlier = match slot {
         None => true,
         Some(old) => match (&old.place.when, &new.place.when) {
-            (Some(a), Some(b)) => b.wall.to_us(super::stamp::FALLBACK_YEAR) < a.wall.to_us(super::stamp::FALLBACK_YEAR),
+            (Some(a), Some(b)) => {
+                b.wall.to_us(super::stamp::FALLBACK_YEAR) < a.wall.to_us(super::stamp::FALLBACK_YEAR)
+            }
             (None, Some(_)) => old.finding.is_none() && new.finding.is_some(),
             _ => false,
         },

@@ -87,7 +87,11 @@ impl<'r> BundleAnalyzer<'r> {
             source,
         };
         let mut head = Vec::with_capacity(HEAD_BYTES);
-        reader.by_ref().take(HEAD_BYTES as u64).read_to_end(&mut head).map_err(io)?;
+        reader
+            .by_ref()
+            .take(HEAD_BYTES as u64)
+            .read_to_end(&mut head)
+            .map_err(io)?;
         if archive::archive_kind(&head).is_some() {
             self.state.skipped(
                 name,
@@ -146,7 +150,9 @@ pub fn analyze_files(rules: &RuleSet, catalog: XidCatalog, files: &[(&str, &[u8]
     for (name, bytes) in files {
         // Reading from memory cannot fail; a bundle over the file limit keeps what it read.
         if let Err(e) = analyzer.add_bytes(name, bytes) {
-            analyzer.state.warn(Warning::new("file_refused", e.to_string(), None));
+            analyzer
+                .state
+                .warn(Warning::new("file_refused", e.to_string(), None));
         }
     }
     analyzer.finish()

@@ -102,7 +102,9 @@ pub enum PickleError {
     #[error("the pickle is cut short at byte {0}")]
     Truncated(usize),
     /// An opcode outside the plain-value subset.
-    #[error("opcode 0x{opcode:02x} at byte {at} is not a plain value (a flight-recorder dump holds only dicts, lists, strings and numbers)")]
+    #[error(
+        "opcode 0x{opcode:02x} at byte {at} is not a plain value (a flight-recorder dump holds only dicts, lists, strings and numbers)"
+    )]
     Unsupported {
         /// The opcode.
         opcode: u8,
@@ -180,7 +182,11 @@ fn size(v: &Value) -> usize {
 
 /// Reads one pickled value.
 pub fn read(data: &[u8]) -> Result<Value, PickleError> {
-    let mut r = Reader { data, pos: 0, built: 0 };
+    let mut r = Reader {
+        data,
+        pos: 0,
+        built: 0,
+    };
     let mut stack: Vec<Slot> = Vec::new();
     let mut memo: Vec<Option<(Value, usize)>> = Vec::new();
     loop {
@@ -230,7 +236,11 @@ pub fn read(data: &[u8]) -> Result<Value, PickleError> {
                         if n > 8 {
                             return Err(malformed("an integer wider than 64 bits"));
                         }
-                        let fill = if b.last().is_some_and(|x| x & 0x80 != 0) { 0xff } else { 0 };
+                        let fill = if b.last().is_some_and(|x| x & 0x80 != 0) {
+                            0xff
+                        } else {
+                            0
+                        };
                         let mut a = [fill; 8];
                         a[..n].copy_from_slice(b);
                         Value::Int(i64::from_le_bytes(a))
@@ -278,7 +288,11 @@ pub fn read(data: &[u8]) -> Result<Value, PickleError> {
                 memo[index] = Some((top.clone(), n));
             }
             b'h' | b'j' => {
-                let index = if op == b'h' { usize::from(r.byte()?) } else { r.u32_le()? };
+                let index = if op == b'h' {
+                    usize::from(r.byte()?)
+                } else {
+                    r.u32_le()?
+                };
                 let Some(Some((v, n))) = memo.get(index) else {
                     return Err(malformed("GET of an empty memo slot"));
                 };
@@ -317,7 +331,9 @@ pub fn read(data: &[u8]) -> Result<Value, PickleError> {
                         let v = match op {
                             b'l' => Value::List(items),
                             b't' => Value::Tuple(items),
-                            _ => Value::Dict(pairs(items).ok_or_else(|| malformed("odd number of items in DICT"))?),
+                            _ => Value::Dict(
+                                pairs(items).ok_or_else(|| malformed("odd number of items in DICT"))?,
+                            ),
                         };
                         stack.push(Slot::Val(v));
                     }
@@ -388,15 +404,26 @@ mod tests {
         let v = read(SAMPLE).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(v.get("version").and_then(Value::as_str), Some("2.10"));
         let status = v.get("pg_status").and_then(|s| s.get("0"));
-        assert_eq!(status.and_then(|s| s.get("last_enqueued_collective")).and_then(Value::as_i64), Some(4));
+        assert_eq!(
+            status
+                .and_then(|s| s.get("last_enqueued_collective"))
+                .and_then(Value::as_i64),
+            Some(4)
+        );
         let entry = &v.get("entries").map(Value::items).unwrap_or_default()[0];
         let pg = entry.get("process_group").map(Value::items).unwrap_or_default();
         assert_eq!(pg, [Value::Str("0".into()), Value::Str("default_pg".into())]);
-        assert_eq!(entry.get("input_sizes"), Some(&Value::List(vec![Value::List(vec![Value::Int(4)])])));
+        assert_eq!(
+            entry.get("input_sizes"),
+            Some(&Value::List(vec![Value::List(vec![Value::Int(4)])]))
+        );
         assert_eq!(entry.get("x"), Some(&Value::None));
         assert_eq!(entry.get("ok"), Some(&Value::Bool(true)));
         assert_eq!(entry.get("d"), Some(&Value::Float(1.5)));
-        assert_eq!(entry.get("big").and_then(Value::as_i64), Some(1_795_757_902_040_255_184));
+        assert_eq!(
+            entry.get("big").and_then(Value::as_i64),
+            Some(1_795_757_902_040_255_184)
+        );
         assert_eq!(entry.get("neg").and_then(Value::as_i64), Some(-1));
     }
 
@@ -410,7 +437,10 @@ mod tests {
     #[test]
     fn code_is_refused() {
         let os_system = b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00lsq\x01\x85q\x02Rq\x03.";
-        assert_eq!(read(os_system), Err(PickleError::Unsupported { opcode: b'c', at: 2 }));
+        assert_eq!(
+            read(os_system),
+            Err(PickleError::Unsupported { opcode: b'c', at: 2 })
+        );
     }
 
     #[test]

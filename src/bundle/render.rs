@@ -16,23 +16,41 @@ pub fn human(d: &BundleDiagnosis, source: &str) -> String {
         "faultline: {source}: {} file(s) ({logs} log(s)), {} rank(s){}, {} host(s)",
         d.files.len(),
         d.coverage.with_log.len(),
-        d.coverage.world_size.map(|n| format!(" of {n}")).unwrap_or_default(),
+        d.coverage
+            .world_size
+            .map(|n| format!(" of {n}"))
+            .unwrap_or_default(),
         d.hosts.len()
     );
     match &d.first_fault {
         Some(f) => {
-            let _ = writeln!(out, "\nFIRST FAULT [{} confidence] {}", confidence(f.confidence), f.summary);
+            let _ = writeln!(
+                out,
+                "\nFIRST FAULT [{} confidence] {}",
+                confidence(f.confidence),
+                f.summary
+            );
             for reason in &f.reasons {
                 let _ = writeln!(out, "  why: {reason}");
             }
             if let Some(cause) = &f.cause {
-                let _ = writeln!(out, "  cause: {} (class {} · rule {})", cause.summary, cause.class, cause.rule);
+                let _ = writeln!(
+                    out,
+                    "  cause: {} (class {} · rule {})",
+                    cause.summary, cause.class, cause.rule
+                );
                 for fix in cause.fixes.iter().take(2) {
                     let _ = writeln!(out, "  fix: {}", fix.title);
                 }
             }
             if let Some(x) = &f.xid {
-                let _ = writeln!(out, "  xid: Xid {} ({}), {}", x.code, origin(x.settled), actions(&x.actions));
+                let _ = writeln!(
+                    out,
+                    "  xid: Xid {} ({}), {}",
+                    x.code,
+                    origin(x.settled),
+                    actions(&x.actions)
+                );
             }
             let _ = writeln!(out, "  evidence:");
             for e in &f.evidence {
@@ -69,7 +87,11 @@ pub fn human(d: &BundleDiagnosis, source: &str) -> String {
                         "ranks {} {} {}",
                         list(&c.ranks),
                         c.call.op.as_deref().unwrap_or("?"),
-                        c.call.sizes.clone().or_else(|| c.call.numel_in.map(|n| format!("{n} elements"))).unwrap_or_default()
+                        c.call
+                            .sizes
+                            .clone()
+                            .or_else(|| c.call.numel_in.map(|n| format!("{n} elements")))
+                            .unwrap_or_default()
                     )
                 })
                 .collect();
@@ -88,7 +110,10 @@ pub fn human(d: &BundleDiagnosis, source: &str) -> String {
             x.gpu.as_ref().map(|g| format!(" ({g})")).unwrap_or_default(),
             x.meaning,
             origin(x.settled),
-            x.settled_by.as_ref().map(|s| format!(" ({s})")).unwrap_or_default(),
+            x.settled_by
+                .as_ref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default(),
             actions(&x.actions)
         );
     }
@@ -116,7 +141,11 @@ pub fn human(d: &BundleDiagnosis, source: &str) -> String {
             .and_then(|d| d.primary())
             .map(|p| format!(" — {}", p.title))
             .unwrap_or_default();
-        let ranks = if f.ranks.is_empty() { String::new() } else { format!(" ranks {}", list(&f.ranks)) };
+        let ranks = if f.ranks.is_empty() {
+            String::new()
+        } else {
+            format!(" ranks {}", list(&f.ranks))
+        };
         let _ = writeln!(out, "  {} ({}{ranks}){primary}", f.name, kind(f.kind));
         for w in &f.warnings {
             let _ = writeln!(out, "    warning: {}", w.message);

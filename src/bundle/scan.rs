@@ -288,7 +288,10 @@ last line without newline: RuntimeError: x";
         assert_eq!(lines, vec![(1, Some(1)), (4, Some(0)), (6, Some(0)), (7, None)]);
         let timeout = &whole.facts[0];
         assert!(timeout.own_stamp);
-        assert!(matches!(timeout.signals.as_slice(), [Signal::LabelRank(1), Signal::Timeout { seq: Some(7), .. }]));
+        assert!(matches!(
+            timeout.signals.as_slice(),
+            [Signal::LabelRank(1), Signal::Timeout { seq: Some(7), .. }]
+        ));
     }
 
     #[test]

@@ -46,9 +46,16 @@ pub const TRIGGERS: &[&str] = &[
 
 /// Whether a line may be a failure (its time stamp is kept to time a finding on it).
 pub fn is_error_like(text: &str) -> bool {
-    ["Error", "error", "Traceback", "Assertion", "terminate called", "Fatal Python"]
-        .iter()
-        .any(|t| text.contains(t))
+    [
+        "Error",
+        "error",
+        "Traceback",
+        "Assertion",
+        "terminate called",
+        "Fatal Python",
+    ]
+    .iter()
+    .any(|t| text.contains(t))
 }
 
 /// One thing a line says.
@@ -164,7 +171,9 @@ pub fn read(text: &str) -> Vec<Signal> {
     {
         out.push(Signal::LabelRank(rank));
     }
-    if let Some(c) = re!(r"(?:Watchdog caught|Caught) collective operation timeout: \w*\((?P<body>[^)]*)\)").captures(text) {
+    if let Some(c) =
+        re!(r"(?:Watchdog caught|Caught) collective operation timeout: \w*\((?P<body>[^)]*)\)").captures(text)
+    {
         let body = &c["body"];
         let field = |name: &str| -> Option<u64> {
             body.split(',')
@@ -236,7 +245,9 @@ pub fn read(text: &str) -> Vec<Signal> {
         if !calls.is_empty() {
             out.push(Signal::Mismatch { calls });
         }
-    } else if text.contains("Is there a distributed collective mismatch") || text.contains("Received data size doesn't match expected size") {
+    } else if text.contains("Is there a distributed collective mismatch")
+        || text.contains("Received data size doesn't match expected size")
+    {
         out.push(Signal::Mismatch { calls: Vec::new() });
     }
     if let Some(c) = re!(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)").captures(text) {
@@ -249,9 +260,13 @@ pub fn read(text: &str) -> Vec<Signal> {
             signal: code.and_then(signal_name),
         });
     }
-    if let Some(c) = re!(r"srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,\-\[\] ]+): (?P<msg>.+)$").captures(text) {
+    if let Some(c) =
+        re!(r"srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,\-\[\] ]+): (?P<msg>.+)$").captures(text)
+    {
         let msg = &c["msg"];
-        let code = re!(r"exit code (?P<v>-?\d+)").captures(msg).and_then(|m| num(&m, "v"));
+        let code = re!(r"exit code (?P<v>-?\d+)")
+            .captures(msg)
+            .and_then(|m| num(&m, "v"));
         let signal = if msg.contains("Killed") {
             Some("SIGKILL".to_owned())
         } else if msg.contains("Terminated") {
@@ -267,7 +282,9 @@ pub fn read(text: &str) -> Vec<Signal> {
             signal,
         });
     }
-    if let Some(c) = re!(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?:INFO|WARN)").captures(text) {
+    if let Some(c) = re!(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?:INFO|WARN)")
+        .captures(text)
+    {
         out.push(Signal::Host {
             host: c["host"].to_owned(),
             cuda_dev: num(&c, "dev"),
@@ -289,7 +306,8 @@ pub fn read(text: &str) -> Vec<Signal> {
             bus_id: x.bus_id,
         });
     }
-    if let Some(c) = re!(r"NVRM: GPU at (?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+): (?P<uuid>GPU-[0-9a-fA-F-]{8,})").captures(text)
+    if let Some(c) =
+        re!(r"NVRM: GPU at (?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+): (?P<uuid>GPU-[0-9a-fA-F-]{8,})").captures(text)
         && let Some(bus_id) = super::xid::normalize_bus_id(&c["bus"])
     {
         out.push(Signal::GpuUuid {
@@ -393,7 +411,14 @@ mod tests {
             completed: Some(1579)
         }));
         let short = "[PG 0 (default_pg) Rank 3] Timeout at NCCL work: 2070, last enqueued NCCL work: 2082, last completed NCCL work: 2069.";
-        assert!(read(short).iter().any(|s| matches!(s, Signal::WorkState { at: Some(2070), enqueued: Some(2082), .. })));
+        assert!(read(short).iter().any(|s| matches!(
+            s,
+            Signal::WorkState {
+                at: Some(2070),
+                enqueued: Some(2082),
+                ..
+            }
+        )));
     }
 
     #[test]
@@ -407,10 +432,14 @@ mod tests {
     #[test]
     fn a_detail_mismatch_gives_each_ranks_call() {
         let line = "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=ALLREDUCE, TensorShape=[6], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, memory_format=(nullopt))), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, memory_format=(nullopt))).";
-        let Some(Signal::Mismatch { calls }) = read(line).into_iter().find(|s| matches!(s, Signal::Mismatch { .. })) else {
+        let Some(Signal::Mismatch { calls }) = read(line)
+            .into_iter()
+            .find(|s| matches!(s, Signal::Mismatch { .. }))
+        else {
             panic!("no mismatch read");
         };
-        let sizes: Vec<(u32, Option<u64>, Option<u64>)> = calls.iter().map(|(r, s, c)| (*r, *s, c.numel_in)).collect();
+        let sizes: Vec<(u32, Option<u64>, Option<u64>)> =
+            calls.iter().map(|(r, s, c)| (*r, *s, c.numel_in)).collect();
         assert_eq!(sizes, vec![(1, Some(1), Some(6)), (0, Some(1), Some(4))]);
     }
 

@@ -50,7 +50,12 @@ pub fn read_dump(bytes: &[u8]) -> Result<Dump, String> {
     let mut groups: BTreeMap<String, DumpGroup> = BTreeMap::new();
     for (pg, status) in value.get("pg_status").map(Value::entries).unwrap_or_default() {
         let Some(pg) = key_text(pg) else { continue };
-        let seq = |name: &str| status.get(name).and_then(Value::as_i64).and_then(|v| u64::try_from(v).ok());
+        let seq = |name: &str| {
+            status
+                .get(name)
+                .and_then(Value::as_i64)
+                .and_then(|v| u64::try_from(v).ok())
+        };
         let group = groups.entry(pg).or_default();
         group.enqueued = seq("last_enqueued_collective");
         group.started = seq("last_started_collective");
@@ -64,7 +69,12 @@ pub fn read_dump(bytes: &[u8]) -> Result<Dump, String> {
             .get("pg_id")
             .and_then(Value::as_i64)
             .map(|v| v.to_string())
-            .or_else(|| entry.get("process_group").and_then(|p| p.items().first()).and_then(key_text));
+            .or_else(|| {
+                entry
+                    .get("process_group")
+                    .and_then(|p| p.items().first())
+                    .and_then(key_text)
+            });
         let (Some(pg), Some(seq)) = (pg, entry.get("collective_seq_id").and_then(Value::as_i64)) else {
             continue;
         };
@@ -72,7 +82,10 @@ pub fn read_dump(bytes: &[u8]) -> Result<Dump, String> {
         let sizes = |key: &str| entry.get(key).map(shape_text);
         let numel = |key: &str| entry.get(key).and_then(numel_of);
         let call = CollectiveCall {
-            op: entry.get("profiling_name").and_then(Value::as_str).map(normalize_op),
+            op: entry
+                .get("profiling_name")
+                .and_then(Value::as_str)
+                .map(normalize_op),
             numel_in: numel("input_sizes"),
             numel_out: numel("output_sizes"),
             sizes: sizes("input_sizes"),
@@ -80,7 +93,9 @@ pub fn read_dump(bytes: &[u8]) -> Result<Dump, String> {
         groups.entry(pg).or_default().calls.insert(seq, call);
     }
     for (_, config) in value.get("pg_config").map(Value::entries).unwrap_or_default() {
-        let Some(name) = config.get("name").and_then(Value::as_str) else { continue };
+        let Some(name) = config.get("name").and_then(Value::as_str) else {
+            continue;
+        };
         let ranks: Vec<u32> = config
             .get("ranks")
             .and_then(Value::as_str)
@@ -110,7 +125,10 @@ fn key_text(v: &Value) -> Option<String> {
 fn shape_text(v: &Value) -> String {
     match v {
         Value::List(items) | Value::Tuple(items) => {
-            format!("[{}]", items.iter().map(shape_text).collect::<Vec<_>>().join(", "))
+            format!(
+                "[{}]",
+                items.iter().map(shape_text).collect::<Vec<_>>().join(", ")
+            )
         }
         Value::Int(i) => i.to_string(),
         _ => "?".to_owned(),
@@ -142,7 +160,9 @@ pub struct ErrorFile {
 /// Reads an error file.
 pub fn read_error_file(bytes: &[u8]) -> Result<ErrorFile, String> {
     let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-    let outer = json.get("message").ok_or("no `message` key: not a torchrun error file")?;
+    let outer = json
+        .get("message")
+        .ok_or("no `message` key: not a torchrun error file")?;
     let (message, extra) = match outer {
         serde_json::Value::String(s) => (s.clone(), None),
         other => (
@@ -183,7 +203,9 @@ pub fn read_nvidia_smi(text: &str) -> Vec<GpuRef> {
             });
             continue;
         }
-        let Some((key, value)) = trimmed.split_once(':') else { continue };
+        let Some((key, value)) = trimmed.split_once(':') else {
+            continue;
+        };
         let (key, value) = (key.trim(), value.trim().to_owned());
         let Some(gpu) = gpus.last_mut() else { continue };
         match key {
@@ -280,11 +302,17 @@ mod tests {
         let dump = read_dump(json).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(dump.version, "2.10");
         let group = &dump.groups["0"];
-        assert_eq!((group.enqueued, group.started, group.completed), (Some(4), None, Some(3)));
+        assert_eq!(
+            (group.enqueued, group.started, group.completed),
+            (Some(4), None, Some(3))
+        );
         assert_eq!(group.ranks, vec![0, 1]);
         let call = &group.calls[&4];
         assert_eq!(call.op.as_deref(), Some("ALLREDUCE"));
-        assert_eq!((call.numel_in, call.sizes.as_deref()), (Some(6), Some("[[2, 3]]")));
+        assert_eq!(
+            (call.numel_in, call.sizes.as_deref()),
+            (Some(6), Some("[[2, 3]]"))
+        );
     }
 
     #[test]

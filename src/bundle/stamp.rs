@@ -131,7 +131,8 @@ fn digits(b: &[u8], at: usize, n: usize) -> Option<u32> {
     if !part.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    part.iter().try_fold(0u32, |acc, d| Some(acc * 10 + u32::from(d - b'0')))
+    part.iter()
+        .try_fold(0u32, |acc, d| Some(acc * 10 + u32::from(d - b'0')))
 }
 
 /// `HH:MM:SS[.frac]` at `at`: microseconds since midnight and the end.
@@ -175,7 +176,9 @@ fn iso(s: &str) -> Option<(Wall, usize)> {
     let (micros, mut end) = time_of_day(b, 11)?;
     let mut zone = None;
     // A zone may follow after one space (`05:33:50,123 +02:00`).
-    let spaced = b.get(end) == Some(&b' ') && matches!(b.get(end + 1), Some(b'+' | b'-')) && b.get(end + 2).is_some_and(u8::is_ascii_digit);
+    let spaced = b.get(end) == Some(&b' ')
+        && matches!(b.get(end + 1), Some(b'+' | b'-'))
+        && b.get(end + 2).is_some_and(u8::is_ascii_digit);
     if spaced {
         end += 1;
     }
@@ -351,9 +354,18 @@ mod tests {
 
     #[test]
     fn torchrun_summary_and_syslog_and_dmesg_t_stamps_are_read() {
-        assert_eq!(us("  time      : 2024-11-27_05:33:50"), us("2024-11-27T05:33:50Z"));
-        assert_eq!(us("Nov 27 05:33:50 node-3 kernel: NVRM: Xid"), us("2024-11-27T05:33:50Z"));
-        assert_eq!(us("[Wed Nov 27 05:33:50 2024] NVRM: Xid"), us("2024-11-27T05:33:50Z"));
+        assert_eq!(
+            us("  time      : 2024-11-27_05:33:50"),
+            us("2024-11-27T05:33:50Z")
+        );
+        assert_eq!(
+            us("Nov 27 05:33:50 node-3 kernel: NVRM: Xid"),
+            us("2024-11-27T05:33:50Z")
+        );
+        assert_eq!(
+            us("[Wed Nov 27 05:33:50 2024] NVRM: Xid"),
+            us("2024-11-27T05:33:50Z")
+        );
         assert_eq!(us("11/27/2024 05:33:50 - INFO - x"), us("2024-11-27T05:33:50Z"));
     }
 

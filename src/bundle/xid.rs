@@ -107,7 +107,9 @@ impl XidCatalog {
     /// Whether a failure of `class` on a rank settles an ambiguous Xid on its GPU as the
     /// application's.
     pub fn settles_as_application(&self, class: &str) -> bool {
-        self.application_classes.iter().any(|glob| class_matches(glob, class))
+        self.application_classes
+            .iter()
+            .any(|glob| class_matches(glob, class))
     }
 }
 
@@ -148,7 +150,8 @@ pub fn normalize_bus_id(text: &str) -> Option<String> {
         [bus, device] => ("0", *bus, *device),
         _ => return None,
     };
-    let hex = |s: &str, max: usize| !s.is_empty() && s.len() <= max && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let hex =
+        |s: &str, max: usize| !s.is_empty() && s.len() <= max && s.bytes().all(|b| b.is_ascii_hexdigit());
     if !(hex(domain, 8) && hex(bus, 2) && hex(device, 2)) {
         return None;
     }
@@ -182,9 +185,16 @@ mod tests {
     fn the_embedded_catalog_reads_and_says_whose_fault_each_xid_is() {
         let c = catalog();
         assert_eq!(c.get(79).map(|e| e.origin), Some(XidOrigin::Hardware));
-        assert_eq!(c.get(79).map(|e| e.actions.first().copied()), Some(Some(XidAction::DrainNode)));
+        assert_eq!(
+            c.get(79).map(|e| e.actions.first().copied()),
+            Some(Some(XidAction::DrainNode))
+        );
         for ambiguous in [13, 31, 43] {
-            assert_eq!(c.get(ambiguous).map(|e| e.origin), Some(XidOrigin::Ambiguous), "Xid {ambiguous}");
+            assert_eq!(
+                c.get(ambiguous).map(|e| e.origin),
+                Some(XidOrigin::Ambiguous),
+                "Xid {ambiguous}"
+            );
         }
         assert!(c.get(4242).is_none());
         assert!(!c.sources.is_empty());
@@ -195,9 +205,15 @@ mod tests {
     #[test]
     fn a_code_listed_twice_or_an_unknown_field_is_an_error() {
         let twice = "sources = []\napplication_classes = []\n[[xid]]\ncode = 1\nname = 'a'\nmeaning = 'm'\norigin = 'driver'\nactions = []\n[[xid]]\ncode = 1\nname = 'b'\nmeaning = 'm'\norigin = 'driver'\nactions = []\n";
-        assert!(matches!(XidCatalog::parse(twice, "x.toml"), Err(CatalogError::Duplicate { code: 1, .. })));
+        assert!(matches!(
+            XidCatalog::parse(twice, "x.toml"),
+            Err(CatalogError::Duplicate { code: 1, .. })
+        ));
         let bad_origin = "sources = []\napplication_classes = []\n[[xid]]\ncode = 1\nname = 'a'\nmeaning = 'm'\norigin = 'cosmic'\nactions = []\n";
-        assert!(matches!(XidCatalog::parse(bad_origin, "x.toml"), Err(CatalogError::Syntax { .. })));
+        assert!(matches!(
+            XidCatalog::parse(bad_origin, "x.toml"),
+            Err(CatalogError::Syntax { .. })
+        ));
     }
 
     #[test]
@@ -210,13 +226,19 @@ mod tests {
                 bus_id: Some("0000:3b:00".into())
             })
         );
-        assert_eq!(parse_line("NVRM: Xid (0000:01:00): 3, C 00000005").map(|x| x.code), Some(3));
+        assert_eq!(
+            parse_line("NVRM: Xid (0000:01:00): 3, C 00000005").map(|x| x.code),
+            Some(3)
+        );
         assert_eq!(parse_line("NVRM: loading NVIDIA UNIX x86_64 Kernel Module"), None);
     }
 
     #[test]
     fn bus_ids_from_nvidia_smi_nccl_and_the_kernel_agree() {
-        assert_eq!(normalize_bus_id("00000000:3B:00.0").as_deref(), Some("0000:3b:00"));
+        assert_eq!(
+            normalize_bus_id("00000000:3B:00.0").as_deref(),
+            Some("0000:3b:00")
+        );
         assert_eq!(normalize_bus_id("3b:00").as_deref(), Some("0000:3b:00"));
         assert_eq!(bus_id_from_nccl("3b000").as_deref(), Some("0000:3b:00"));
         assert_eq!(bus_id_from_nccl("1b1000").as_deref(), Some("0001:b1:00"));

@@ -115,8 +115,7 @@ pub(super) fn run(args: &AnalyzeArgs, out: &mut impl Write) -> anyhow::Result<u8
         .transpose()?;
     let replayed = snapshot.is_some() && !keep_bytes;
     let input = super::open_input(file.map(PathBuf::as_path))?;
-    let source = file
-        .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
+    let source = file.map_or_else(|| "-".to_owned(), |p| p.display().to_string());
     let diagnosis = match &args.server {
         Some(server) => {
             let submission = Submission {

@@ -43,14 +43,25 @@ pub fn is_bundle(files: &[PathBuf]) -> anyhow::Result<bool> {
 }
 
 /// Analyzes the bundle and writes its diagnosis.
-pub fn run(paths: &[PathBuf], rules: &RulesOption, format: BundleFormat, out: &mut impl Write) -> anyhow::Result<u8> {
+pub fn run(
+    paths: &[PathBuf],
+    rules: &RulesOption,
+    format: BundleFormat,
+    out: &mut impl Write,
+) -> anyhow::Result<u8> {
     if paths.iter().any(|p| p == Path::new("-")) {
         anyhow::bail!("standard input (`-`) can only be read alone, as one log");
     }
     let rule_set = rules.load()?;
-    let catalog = match rules.dir.as_deref().map(|d| d.join(CATALOG_FILE)).filter(|p| p.is_file()) {
+    let catalog = match rules
+        .dir
+        .as_deref()
+        .map(|d| d.join(CATALOG_FILE))
+        .filter(|p| p.is_file())
+    {
         Some(path) => {
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text =
+                std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
             XidCatalog::parse(&text, &path.display().to_string())?
         }
         None => XidCatalog::embedded()?,
@@ -67,7 +78,9 @@ pub fn run(paths: &[PathBuf], rules: &RulesOption, format: BundleFormat, out: &m
         }
         let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let mut head = [0u8; 4];
-        let n = file.read(&mut head).with_context(|| format!("cannot read {}", path.display()))?;
+        let n = file
+            .read(&mut head)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         drop(file);
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         if archive_kind(&head[..n]).is_some() {
@@ -79,11 +92,18 @@ pub fn run(paths: &[PathBuf], rules: &RulesOption, format: BundleFormat, out: &m
             })
             .with_context(|| format!("{}", path.display()))?;
         } else {
-            analyzer.add_reader(&path.display().to_string(), BufReader::with_capacity(1 << 16, file))?;
+            analyzer.add_reader(
+                &path.display().to_string(),
+                BufReader::with_capacity(1 << 16, file),
+            )?;
         }
     }
     let diagnosis = analyzer.finish();
-    let source = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
+    let source = paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
     match format {
         BundleFormat::Human => out.write_all(render::human(&diagnosis, &source).as_bytes())?,
         BundleFormat::Json => {
@@ -91,7 +111,11 @@ pub fn run(paths: &[PathBuf], rules: &RulesOption, format: BundleFormat, out: &m
             out.write_all(b"\n")?;
         }
     }
-    Ok(if diagnosis.is_diagnosed() { EXIT_OK } else { EXIT_NOTHING })
+    Ok(if diagnosis.is_diagnosed() {
+        EXIT_OK
+    } else {
+        EXIT_NOTHING
+    })
 }
 
 /// The regular files under `dir`, sorted, hidden ones left out.
@@ -105,7 +129,9 @@ fn folder_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
             if entry.file_name().to_string_lossy().starts_with('.') {
                 continue;
             }
-            let kind = entry.file_type().with_context(|| format!("cannot read {}", path.display()))?;
+            let kind = entry
+                .file_type()
+                .with_context(|| format!("cannot read {}", path.display()))?;
             if kind.is_dir() {
                 stack.push(path);
             } else if kind.is_file() {

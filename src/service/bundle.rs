@@ -3,7 +3,7 @@
 //! one job, and stored as one incident with all its files unless the client asked not to. A
 //! request that holds one log, once archives are unpacked, is analysed as today's single log.
 
-use std::io::{Cursor, Read};
+use std::io::Cursor;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::analyze::{AnalyzeResponse, analyze_and_store};
 use super::{AppState, Error, Result};
-use crate::bundle::xid::XidCatalog;
+use crate::bundle::xid::{CATALOG_FILE, XidCatalog};
 use crate::bundle::{ArchiveLimits, BundleAnalyzer, archive_kind, read_archive};
 use crate::diagnose::analyze_str;
 use crate::kb::bundles::BundleText;
@@ -82,8 +82,27 @@ impl Analysis {
     }
 }
 
+/// The Xid catalog of a rule base: `xid.toml` in the rules directory when it has one, else the
+/// embedded one.
+pub fn xid_catalog(rules_dir: Option<&std::path::Path>) -> anyhow::Result<XidCatalog> {
+    let file = rules_dir.map(|d| d.join(CATALOG_FILE)).filter(|p| p.is_file());
+    Ok(match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            XidCatalog::parse(&text, &path.display().to_string())?
+        }
+        None => XidCatalog::embedded()?,
+    })
+}
+
 /// Analyses the files a client sent (archives unpacked) and, when `store`, commits the incident.
-pub async fn analyze_uploads(state: &AppState, uploads: Vec<Upload>, meta: IncidentMeta, store: bool) -> Result<Analysis> {
+pub async fn analyze_uploads(
+    state: &AppState,
+    uploads: Vec<Upload>,
+    meta: IncidentMeta,
+    store: bool,
+) -> Result<Analysis> {
     check_names(&uploads)?;
     let limits = ArchiveLimits {
         max_entries: MAX_FILES,
@@ -99,12 +118,15 @@ pub async fn analyze_uploads(state: &AppState, uploads: Vec<Upload>, meta: Incid
     check_names(&files)?;
     if files.iter().all(|f| f.bytes.iter().all(u8::is_ascii_whitespace)) {
         return Err(Error::Unprocessable(
-            "every file is empty: send the logs of the job's ranks (and its dmesg, error files or dumps)".into(),
+            "every file is empty: send the logs of the job's ranks (and its dmesg, error files or dumps)"
+                .into(),
         ));
     }
     if let [one] = files.as_slice() {
         let log = String::from_utf8_lossy(&one.bytes).into_owned();
-        return Ok(Analysis::Single(analyze_and_store(state, log, meta, store).await?));
+        return Ok(Analysis::Single(
+            analyze_and_store(state, log, meta, store).await?,
+        ));
     }
 
     let started = Instant::now();
@@ -112,8 +134,13 @@ pub async fn analyze_uploads(state: &AppState, uploads: Vec<Upload>, meta: Incid
     let rules = state.rules.clone();
     let catalog = state.xids.clone();
     let work = move || {
-        let texts: Vec<BundleText> = files.iter().map(kept_text).collect();
+        let mut texts: Vec<BundleText> = files.iter().map(kept_text).collect();
         let bundle = diagnose(&rules, &catalog, &files, &texts)?;
+        for text in &mut texts {
+            if let Some(read) = bundle.files.iter().find(|f| f.name == text.name) {
+                text.kind = read.kind;
+            }
+        }
         let incident = store.then(|| {
             let shown = shown_file(&bundle, &texts);
             let diagnosis = bundle
@@ -155,15 +182,21 @@ fn check_names(files: &[Upload]) -> Result<()> {
         return Err(Error::Unprocessable("no file was sent".into()));
     }
     if files.len() > MAX_FILES {
-        return Err(Error::Unprocessable(format!("a bundle holds at most {MAX_FILES} files")));
+        return Err(Error::Unprocessable(format!(
+            "a bundle holds at most {MAX_FILES} files"
+        )));
     }
     let mut seen = std::collections::HashSet::new();
     for f in files {
         if f.name.trim().is_empty() {
-            return Err(Error::BadRequest("a file has no name: give each file its name".into()));
+            return Err(Error::BadRequest(
+                "a file has no name: give each file its name".into(),
+            ));
         }
         if f.name.len() > MAX_NAME {
-            return Err(Error::Unprocessable(format!("a file name is longer than {MAX_NAME} bytes")));
+            return Err(Error::Unprocessable(format!(
+                "a file name is longer than {MAX_NAME} bytes"
+            )));
         }
         if !seen.insert(f.name.as_str()) {
             return Err(Error::Unprocessable(format!(
@@ -223,11 +256,19 @@ fn is_binary(bytes: &[u8]) -> bool {
 }
 
 /// Diagnoses the bundle: each text file as it is kept (redacted), each binary file as it came.
-/// Sets each kept file's kind to what the analysis read it as.
-fn diagnose(rules: &RuleSet, catalog: &XidCatalog, files: &[Upload], texts: &[BundleText]) -> Result<BundleDiagnosis> {
+fn diagnose(
+    rules: &RuleSet,
+    catalog: &XidCatalog,
+    files: &[Upload],
+    texts: &[BundleText],
+) -> Result<BundleDiagnosis> {
     let mut analyzer = BundleAnalyzer::new(rules, catalog.clone());
     for (file, text) in files.iter().zip(texts) {
-        let bytes: &[u8] = if text.binary { &file.bytes } else { text.text.as_bytes() };
+        let bytes: &[u8] = if text.binary {
+            &file.bytes
+        } else {
+            text.text.as_bytes()
+        };
         analyzer
             .add_bytes(&file.name, bytes)
             .map_err(|e| Error::Unprocessable(e.to_string()))?;
@@ -239,19 +280,25 @@ fn diagnose(rules: &RuleSet, catalog: &XidCatalog, files: &[Upload], texts: &[Bu
 /// fault's rank, else the first log of the bundle, else the first file.
 fn shown_file(bundle: &BundleDiagnosis, texts: &[BundleText]) -> usize {
     let index = |name: &str| texts.iter().position(|t| t.name == name);
-    let is_log = |name: &str| {
-        bundle
-            .files
-            .iter()
-            .any(|f| f.name == name && f.kind.is_log())
-    };
+    let is_log = |name: &str| bundle.files.iter().any(|f| f.name == name && f.kind.is_log());
     let first = bundle.first_fault.as_ref();
-    let evidence = first.and_then(|f| f.evidence.iter().find(|e| is_log(&e.file)).and_then(|e| index(&e.file)));
+    let evidence = first.and_then(|f| {
+        f.evidence
+            .iter()
+            .find(|e| is_log(&e.file))
+            .and_then(|e| index(&e.file))
+    });
     let rank_log = || {
         let rank = first?.rank?;
         let report = bundle.ranks.iter().find(|r| r.rank == rank)?;
         report.files.iter().find(|f| is_log(f)).and_then(|f| index(f))
     };
-    let any_log = || bundle.files.iter().find(|f| f.kind.is_log()).and_then(|f| index(&f.name));
+    let any_log = || {
+        bundle
+            .files
+            .iter()
+            .find(|f| f.kind.is_log())
+            .and_then(|f| index(&f.name))
+    };
     evidence.or_else(rank_log).or_else(any_log).unwrap_or(0)
 }

@@ -7,12 +7,12 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use super::bundles::bundle_view;
 use super::pages::{
     CheckView, CoverageView, GroupPage, GroupRow, GroupsPage, Home, IncidentPage, IncidentRow, IncidentsPage,
     NoteView, OffenderRow, OffendersPage, ProjectView, ReplayJobView, RuleHead, RulePage, RuleRow, RulesPage,
     VERSION,
 };
-use super::bundles::bundle_view;
 use super::views::{FindingView, chart, fold_log, safe_url, verdict_word, when};
 use super::{Allowed, Csrf, WebError, human_bytes};
 use crate::kb::bundles::{Offender, OffenderKind};
@@ -365,9 +365,11 @@ pub(super) async fn incident_file(
     Path((raw, ordinal)): Path<(String, String)>,
 ) -> Result<Response, WebError> {
     let id = id(&raw, "incident")?;
-    let ordinal: i64 = ordinal
-        .parse()
-        .map_err(|_| WebError(ApiError::NotFound(format!("Incident {id} has no file {ordinal}."))))?;
+    let ordinal: i64 = ordinal.parse().map_err(|_| {
+        WebError(ApiError::NotFound(format!(
+            "Incident {id} has no file {ordinal}."
+        )))
+    })?;
     let (_, text) = state.store.incident_file(id, ordinal).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
 }

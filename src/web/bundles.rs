@@ -9,7 +9,8 @@ use super::human_bytes;
 use super::timeline::timeline_svg;
 use crate::kb::bundles::StoredFile;
 use crate::model::{
-    BundleDiagnosis, Confidence, FaultKind, GroupStall, RankCollectiveState, StateSource, XidAction, XidOrigin, XidReport,
+    BundleDiagnosis, Confidence, FaultKind, GroupStall, RankCollectiveState, StateSource, XidAction,
+    XidOrigin, XidReport,
 };
 
 /// The bundle part of an incident page.
@@ -150,10 +151,19 @@ pub fn bundle_view(bundle: &BundleDiagnosis, files: &[StoredFile]) -> BundleView
                 ("Rank", f.rank.map(|r| r.to_string())),
                 ("Local rank", f.local_rank.map(|r| r.to_string())),
                 ("Host", f.host.clone()),
-                ("GPU", f.gpu.as_ref().filter(|g| !g.is_empty()).map(ToString::to_string)),
+                (
+                    "GPU",
+                    f.gpu.as_ref().filter(|g| !g.is_empty()).map(ToString::to_string),
+                ),
                 ("Collective", f.collective.as_ref().map(ToString::to_string)),
-                ("Cause", f.cause.as_ref().map(|c| format!("{} ({})", c.title, c.class))),
-                ("Xid", f.xid.as_ref().map(|x| format!("{}: {}", x.code, x.meaning))),
+                (
+                    "Cause",
+                    f.cause.as_ref().map(|c| format!("{} ({})", c.title, c.class)),
+                ),
+                (
+                    "Xid",
+                    f.xid.as_ref().map(|x| format!("{}: {}", x.code, x.meaning)),
+                ),
             ]
             .into_iter()
             .filter_map(|(name, value)| value.map(|v| (name, v)))
@@ -162,7 +172,12 @@ pub fn bundle_view(bundle: &BundleDiagnosis, files: &[StoredFile]) -> BundleView
             evidence: f
                 .evidence
                 .iter()
-                .map(|e| (e.file.clone(), e.lines.iter().map(|l| (l.line, l.text.clone())).collect()))
+                .map(|e| {
+                    (
+                        e.file.clone(),
+                        e.lines.iter().map(|l| (l.line, l.text.clone())).collect(),
+                    )
+                })
                 .collect(),
         }),
         missing: bundle.missing.clone(),
@@ -343,7 +358,10 @@ fn coverage_sentence(bundle: &BundleDiagnosis) -> String {
         parts.push(format!("no log from ranks {}", ranges(&c.without_log)));
     }
     if !c.with_dump.is_empty() {
-        parts.push(format!("flight-recorder dumps from {} rank(s)", c.with_dump.len()));
+        parts.push(format!(
+            "flight-recorder dumps from {} rank(s)",
+            c.with_dump.len()
+        ));
     }
     if !c.without_dump.is_empty() {
         parts.push(format!("no dump from ranks {}", ranges(&c.without_dump)));
@@ -365,7 +383,11 @@ pub fn ranges(ranks: &[u32]) -> String {
             i += 1;
             end = sorted[i];
         }
-        out.push(if start == end { start.to_string() } else { format!("{start}–{end}") });
+        out.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}–{end}")
+        });
         i += 1;
     }
     out.join(", ")
@@ -397,7 +419,10 @@ mod tests {
 
     #[test]
     fn ranks_in_the_same_collective_state_are_one_row() {
-        let mut ranks: Vec<RankCollectiveState> = (0..64).filter(|r| *r != 17).map(|r| state(r, 1411, StateSource::Log)).collect();
+        let mut ranks: Vec<RankCollectiveState> = (0..64)
+            .filter(|r| *r != 17)
+            .map(|r| state(r, 1411, StateSource::Log))
+            .collect();
         ranks.push(state(17, 1410, StateSource::Dump));
         let group = GroupStall {
             pg: "0".into(),
@@ -433,9 +458,15 @@ mod tests {
             }],
         };
         let view = stall_view(&group);
-        assert_eq!(view.stalled.as_deref(), Some("ALLREDUCE SeqNum 1412 (process group 0)"));
         assert_eq!(
-            view.rows.iter().map(|r| (r.ranks.as_str(), r.completed.as_str(), r.source)).collect::<Vec<_>>(),
+            view.stalled.as_deref(),
+            Some("ALLREDUCE SeqNum 1412 (process group 0)")
+        );
+        assert_eq!(
+            view.rows
+                .iter()
+                .map(|r| (r.ranks.as_str(), r.completed.as_str(), r.source))
+                .collect::<Vec<_>>(),
             vec![("0–16, 18–63", "1411", "log"), ("17", "1410", "dump")]
         );
         assert_eq!(view.never_entered, "17");

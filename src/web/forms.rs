@@ -16,8 +16,8 @@ use crate::kb::queries::FeedbackInput;
 use crate::kb::rows::Verdict;
 use crate::kb::writer::IncidentMeta;
 use crate::service::analyze::analyze_and_store;
-use crate::service::bundle::{Upload, analyze_uploads};
 use crate::service::auth::verify_guarded;
+use crate::service::bundle::{Upload, analyze_uploads};
 use crate::service::csrf::same_secret;
 use crate::service::rules::backtest_candidate;
 use crate::service::snapshots::{parse_params_part, reserve_upload, store_snapshot, upload_capacity};
@@ -63,7 +63,11 @@ pub(super) async fn analyze(
             "log" => pasted = String::from_utf8_lossy(&bytes).into_owned(),
             // A browser sends an empty part when no file was chosen.
             "file" if !bytes.is_empty() || !file_name.is_empty() => uploads.push(Upload {
-                name: if file_name.is_empty() { format!("file-{}", uploads.len() + 1) } else { file_name },
+                name: if file_name.is_empty() {
+                    format!("file-{}", uploads.len() + 1)
+                } else {
+                    file_name
+                },
                 bytes,
             }),
             "project" => project = Some(String::from_utf8_lossy(&bytes).trim().to_owned()),

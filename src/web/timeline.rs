@@ -70,7 +70,11 @@ pub fn timeline_svg(bundle: &BundleDiagnosis) -> Option<String> {
         );
     }
     for event in events {
-        let weight = if event.cascade { Weight::CascadeOnly } else { Weight::OwnEvent };
+        let weight = if event.cascade {
+            Weight::CascadeOnly
+        } else {
+            Weight::OwnEvent
+        };
         let entry = weights.entry(Row::of(event)).or_insert(weight);
         *entry = (*entry).min(weight);
     }
@@ -82,7 +86,11 @@ pub fn timeline_svg(bundle: &BundleDiagnosis) -> Option<String> {
     }
     let mut by_weight: Vec<(&Row, &Weight)> = weights.iter().collect();
     by_weight.sort_by_key(|(row, weight)| (**weight, (*row).clone()));
-    let drawn: BTreeSet<Row> = by_weight.iter().take(MAX_ROWS).map(|(r, _)| (*r).clone()).collect();
+    let drawn: BTreeSet<Row> = by_weight
+        .iter()
+        .take(MAX_ROWS)
+        .map(|(r, _)| (*r).clone())
+        .collect();
     let hidden = weights.len() - drawn.len();
     let index: BTreeMap<&Row, u32> = drawn.iter().zip(0u32..).collect();
     let hosts: BTreeMap<u32, &str> = bundle
@@ -184,7 +192,11 @@ pub fn timeline_svg(bundle: &BundleDiagnosis) -> Option<String> {
             x - 8,
             escape(&tooltip(event))
         );
-        let label_x = if x > i64::from(WIDTH - UNTIMED - 80) { x - 76 } else { x + 11 };
+        let label_x = if x > i64::from(WIDTH - UNTIMED - 80) {
+            x - 76
+        } else {
+            x + 11
+        };
         let _ = write!(
             svg,
             r##"<text class="first-fault-label" x="{label_x}" y="{}" font-size="11" font-weight="bold" fill="#7f1d1d">first fault</text>"##,
@@ -390,7 +402,13 @@ mod tests {
     use super::*;
     use crate::model::{Confidence, Coverage, FaultKind, RankReport};
 
-    fn event(rank: Option<u32>, at_s: Option<i64>, kind: TimelineKind, cascade: bool, text: &str) -> TimelineEvent {
+    fn event(
+        rank: Option<u32>,
+        at_s: Option<i64>,
+        kind: TimelineKind,
+        cascade: bool,
+        text: &str,
+    ) -> TimelineEvent {
         TimelineEvent {
             at_us: at_s.map(|s| 1_741_082_400_000_000 + s * 1_000_000),
             stamp: None,
@@ -427,7 +445,10 @@ mod tests {
                 collective: None,
                 cause: None,
                 xid: None,
-                at_us: timeline.iter().find(|e| e.rank == Some(rank) && !e.cascade).and_then(|e| e.at_us),
+                at_us: timeline
+                    .iter()
+                    .find(|e| e.rank == Some(rank) && !e.cascade)
+                    .and_then(|e| e.at_us),
                 confidence: Confidence::High,
                 reasons: Vec::new(),
                 evidence: Vec::new(),
@@ -444,7 +465,11 @@ mod tests {
                     local_rank: None,
                     gpu: None,
                     files: Vec::new(),
-                    outcome: if Some(rank) == first_rank { RankOutcome::Fault } else { RankOutcome::Cascade },
+                    outcome: if Some(rank) == first_rank {
+                        RankOutcome::Fault
+                    } else {
+                        RankOutcome::Cascade
+                    },
                     root: None,
                     first_failure: None,
                 })
@@ -458,8 +483,22 @@ mod tests {
     }
 
     fn eight_ranks_one_fault() -> BundleDiagnosis {
-        let mut timeline = vec![event(Some(3), Some(0), fault(), false, "RuntimeError: CUDA error: device-side assert triggered")];
-        timeline.extend((0..8).filter(|r| *r != 3).map(|r| event(Some(r), Some(600), timeout(), true, "Watchdog caught collective operation timeout")));
+        let mut timeline = vec![event(
+            Some(3),
+            Some(0),
+            fault(),
+            false,
+            "RuntimeError: CUDA error: device-side assert triggered",
+        )];
+        timeline.extend((0..8).filter(|r| *r != 3).map(|r| {
+            event(
+                Some(r),
+                Some(600),
+                timeout(),
+                true,
+                "Watchdog caught collective operation timeout",
+            )
+        }));
         bundle(8, timeline, Some(3))
     }
 
@@ -484,7 +523,13 @@ mod tests {
         assert_eq!(count(&svg, r##"class="mark cascade" "##), 7);
         assert_eq!(count(&svg, r##"fill="#b8bcc4""##), 7);
         let mut other = eight_ranks_one_fault();
-        other.timeline.push(event(Some(5), Some(10), TimelineKind::Xid { code: 79 }, false, "NVRM: Xid 79"));
+        other.timeline.push(event(
+            Some(5),
+            Some(10),
+            TimelineKind::Xid { code: 79 },
+            false,
+            "NVRM: Xid 79",
+        ));
         let svg = timeline_svg(&other).unwrap_or_default();
         assert_eq!(count(&svg, r#"class="mark event xid""#), 1);
     }
@@ -493,11 +538,20 @@ mod tests {
     fn time_runs_left_to_right_from_the_first_event() {
         let svg = timeline_svg(&eight_ranks_one_fault()).unwrap_or_default();
         assert!(svg.contains(">2025-03-04 10:00:00.000 UTC</text>"), "{svg}");
-        assert!(svg.contains(">+0 s</text>") && svg.contains(">+10 min</text>"), "{svg}");
+        assert!(
+            svg.contains(">+0 s</text>") && svg.contains(">+10 min</text>"),
+            "{svg}"
+        );
         let fault_x = LABEL + 10;
-        assert!(svg.contains(&format!("M{fault_x} ")), "the fault is at the left edge: {svg}");
+        assert!(
+            svg.contains(&format!("M{fault_x} ")),
+            "the fault is at the left edge: {svg}"
+        );
         let end_x = LABEL + 10 + Scale::plot_width();
-        assert!(svg.contains(&format!(r#"cx="{end_x}""#)), "the timeouts at the right end: {svg}");
+        assert!(
+            svg.contains(&format!(r#"cx="{end_x}""#)),
+            "the timeouts at the right end: {svg}"
+        );
     }
 
     #[test]
@@ -509,7 +563,10 @@ mod tests {
         let svg = timeline_svg(&bundle(2, timeline, Some(0))).unwrap_or_default();
         assert!(svg.contains("no event carries a time"));
         let band = WIDTH - UNTIMED + 12;
-        assert!(svg.contains(&format!(r#"cx="{band}""#)) && svg.contains(&format!("M{band} ")), "{svg}");
+        assert!(
+            svg.contains(&format!(r#"cx="{band}""#)) && svg.contains(&format!("M{band} ")),
+            "{svg}"
+        );
     }
 
     #[test]
@@ -519,14 +576,23 @@ mod tests {
         b.ranks[3].host = Some("<img src=x onerror=alert(2)>".into());
         let svg = timeline_svg(&b).unwrap_or_default();
         assert!(!svg.contains("<script") && !svg.contains("<img"), "{svg}");
-        assert!(svg.contains("&lt;script&gt;alert(1)&lt;/script&gt; &quot;quoted&quot; &amp; &#39;single&#39;"));
-        assert!(svg.contains(">rank 3 · &lt;img src=x"), "the label is cut, its text escaped");
+        assert!(
+            svg.contains("&lt;script&gt;alert(1)&lt;/script&gt; &quot;quoted&quot; &amp; &#39;single&#39;")
+        );
+        assert!(
+            svg.contains(">rank 3 · &lt;img src=x"),
+            "the label is cut, its text escaped"
+        );
     }
 
     #[test]
     fn a_thousand_ranks_draw_the_first_fault_and_count_the_rest() {
         let mut timeline = vec![event(Some(700), Some(0), fault(), false, "boom")];
-        timeline.extend((0..1000).filter(|r| *r != 700).map(|r| event(Some(r), Some(600), timeout(), true, "timeout")));
+        timeline.extend(
+            (0..1000)
+                .filter(|r| *r != 700)
+                .map(|r| event(Some(r), Some(600), timeout(), true, "timeout")),
+        );
         let svg = timeline_svg(&bundle(1000, timeline, Some(700))).unwrap_or_default();
         assert_eq!(count(&svg, r#"class="row-label"#), MAX_ROWS);
         assert!(svg.contains(">rank 700 · node-175</text>"));
