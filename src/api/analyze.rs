@@ -90,7 +90,7 @@ pub(super) async fn analyze(
                     "the log is empty: send the log as the body (text/plain) or as {\"log\": …}".into(),
                 ));
             }
-            Analysis::Single(analyze_and_store(&state, log, meta, store).await?)
+            Analysis::Single(Box::new(analyze_and_store(&state, log, meta, store).await?))
         }
         Input::Files(files) => analyze_uploads(&state, files, meta, store).await?,
     };

@@ -67,7 +67,7 @@ pub struct BundleResponse {
 #[serde(untagged)]
 pub enum Analysis {
     /// The files held one log: today's single-log answer.
-    Single(AnalyzeResponse),
+    Single(Box<AnalyzeResponse>),
     /// A distributed job's bundle.
     Bundle(Box<BundleResponse>),
 }
@@ -124,9 +124,8 @@ pub async fn analyze_uploads(
     }
     if let [one] = files.as_slice() {
         let log = String::from_utf8_lossy(&one.bytes).into_owned();
-        return Ok(Analysis::Single(
-            analyze_and_store(state, log, meta, store).await?,
-        ));
+        let single = analyze_and_store(state, log, meta, store).await?;
+        return Ok(Analysis::Single(Box::new(single)));
     }
 
     let started = Instant::now();

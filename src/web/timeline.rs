@@ -114,7 +114,9 @@ pub fn timeline_svg(bundle: &BundleDiagnosis) -> Option<String> {
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" aria-labelledby="timeline-title"><title id="timeline-title">{}</title>"#,
         escape(&described)
     );
-    scale.axis(&mut svg, height);
+    // Stamps without a year were read in an assumed one: it is not shown.
+    let year_known = !bundle.warnings.iter().any(|w| w.code == "no_year");
+    scale.axis(&mut svg, height, year_known);
 
     for (row, &y) in &index {
         let top = TOP + y * ROW;
@@ -262,7 +264,7 @@ impl Scale {
         LABEL + 10 + (share.clamp(0.0, 1.0) * f64::from(Self::plot_width())).round() as u32
     }
 
-    fn axis(&self, svg: &mut String, height: u32) {
+    fn axis(&self, svg: &mut String, height: u32, year_known: bool) {
         let bottom = height - 4;
         let _ = write!(
             svg,
@@ -288,7 +290,7 @@ impl Scale {
         let _ = write!(
             svg,
             r##"<text class="axis-start" x="6" y="14" font-size="10" fill="#374151">{}</text>"##,
-            escape(&stamp(start))
+            escape(&stamp(start, year_known))
         );
         let ticks: &[i64] = if self.span == 0 { &[0] } else { &[0, 1, 2, 3, 4] };
         for &tick in ticks {
@@ -305,7 +307,7 @@ impl Scale {
     }
 }
 
-/// `+0 s`, `+350 ms`, `+12.5 s`, `+3 min` after the first timed event.
+/// `+0 s`, `+350 ms`, `+12.5 s`, `+2.5 min`, `+90 min` after the first timed event.
 fn offset(us: i64) -> String {
     let ms = us / 1000;
     if ms == 0 {
@@ -314,20 +316,27 @@ fn offset(us: i64) -> String {
         format!("+{ms} ms")
     } else if ms < 120_000 {
         format!("+{:.1} s", ms as f64 / 1000.0)
+    } else if ms < 600_000 {
+        format!("+{:.1} min", ms as f64 / 60_000.0)
     } else {
         format!("+{} min", ms / 60_000)
     }
 }
 
-/// `2025-03-04 10:00:01.250 UTC` from microseconds since the epoch.
-fn stamp(us: i64) -> String {
+/// `2025-03-04 10:00:01.250 UTC` from microseconds since the epoch (`03-04 10:00:01.250 UTC`
+/// when the year is not known).
+fn stamp(us: i64, year_known: bool) -> String {
     let ms = us.div_euclid(1000);
     let minute = super::views::when(ms);
     let seconds = ms.rem_euclid(60_000);
     // `when` gives `YYYY-MM-DD HH:MM UTC`: add the seconds.
-    match minute.strip_suffix(" UTC") {
+    let full = match minute.strip_suffix(" UTC") {
         Some(head) => format!("{head}:{:02}.{:03} UTC", seconds / 1000, seconds % 1000),
         None => minute,
+    };
+    match full.split_once('-') {
+        Some((_, rest)) if !year_known => rest.to_owned(),
+        _ => full,
     }
 }
 
@@ -552,6 +561,19 @@ mod tests {
             svg.contains(&format!(r#"cx="{end_x}""#)),
             "the timeouts at the right end: {svg}"
         );
+    }
+
+    #[test]
+    fn a_year_the_stamps_did_not_show_is_not_drawn() {
+        let mut b = eight_ranks_one_fault();
+        b.warnings.push(crate::model::Warning::new(
+            "no_year",
+            "no stamp shows a year",
+            None,
+        ));
+        let svg = timeline_svg(&b).unwrap_or_default();
+        assert!(svg.contains(">03-04 10:00:00.000 UTC</text>"), "{svg}");
+        assert_eq!(offset(150_000_000), "+2.5 min");
     }
 
     #[test]
