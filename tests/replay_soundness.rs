@@ -260,17 +260,40 @@ fn bart_step(len: usize) -> Vec<Ids> {
 }
 
 #[test]
-fn bart_inputs_longer_than_the_position_table_confirm_the_position_cause_by_their_length() {
+fn without_the_family_a_sequence_past_max_position_embeddings_is_not_checked_and_asks_for_model_type() {
+    // The BART step of issue 20 with only the sizes recorded: a rotary model (Llama, Mistral,
+    // Qwen, GPT-NeoX) carries max_position_embeddings too, and has no table to index past.
     let snapshot = read(safetensors_file(
         &bart_step(80),
         &meta(&[("max_position_embeddings", "32"), ("vocab_size", "50265")]),
     ));
     let r = index_bounds(&snapshot, "position_ids");
-    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
     assert!(
-        r.summary.starts_with(
-            "input_ids length 80 > max_position_embeddings = 32: positions 32..79 have no row (input_ids shape [4, 80]"
-        ),
+        r.summary
+            .starts_with("not checked: model family unknown (record model_type: add model_type or architectures to the metadata)"),
+        "{}",
+        r.summary
+    );
+    assert!(
+        r.summary
+            .ends_with("(input_ids [4, 80] against max_position_embeddings = 32)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_family_faultline_does_not_know_is_not_checked_either() {
+    let snapshot = read(safetensors_file(
+        &bart_step(80),
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "mamba")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("not checked: model family mamba is not one whose positions faultline knows"),
         "{}",
         r.summary
     );
@@ -387,8 +410,7 @@ fn a_padded_roberta_batch_longer_than_the_table_fits_when_no_row_is() {
     let r = index_bounds(&snapshot, "position_ids");
     assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
     assert!(
-        r.summary
-            .ends_with("a RoBERTa-style model would not fail (add model_type to the metadata)"),
+        r.summary.starts_with("not checked: model family unknown"),
         "{}",
         r.summary
     );
@@ -407,6 +429,154 @@ fn a_rotary_model_has_no_position_table_to_refute_or_confirm() {
         "{}",
         r.summary
     );
+}
+
+// ---- Each family's positions: its table's size keys, its offset, what it counts. ----
+
+#[test]
+fn a_gpt2_records_its_table_as_n_positions() {
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[1, 40], counting(1, 40, 100))],
+        &meta(&[("n_positions", "32"), ("model_type", "gpt2")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("input_ids length 40 > the 32 positions of n_positions = 32"),
+        "{}",
+        r.summary
+    );
+}
+
+/// An OPT batch [2, 40]: row 1 attends to `attended` tokens, left-padded.
+fn opt_step(attended: usize, with_mask: bool) -> Vec<Ids> {
+    let mut tensors = vec![ids("input_ids", &[2, 40], counting(2, 40, 100))];
+    if with_mask {
+        let mask = (0..80)
+            .map(|i| i64::from(i < 10 || (i >= 40 && i - 40 >= 40 - attended)))
+            .collect();
+        tensors.push(ids("attention_mask", &[2, 40], mask));
+    }
+    tensors
+}
+
+#[test]
+fn opt_counts_its_positions_over_the_attention_mask() {
+    let opt = meta(&[("max_position_embeddings", "32"), ("model_type", "opt")]);
+    let r = index_bounds(&read(safetensors_file(&opt_step(33, true), &opt)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "attention_mask[1] attends to 33 tokens: more than the 32 positions of max_position_embeddings = 32 \
+         (positions are counted over the attention mask)"
+    );
+    // Left padding: 40 columns, at most 30 attended tokens in a row.
+    let r = index_bounds(&read(safetensors_file(&opt_step(30, true), &opt)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    // Without the mask, a length past the table may still be padding.
+    let r = index_bounds(&read(safetensors_file(&opt_step(0, false), &opt)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(r.summary.ends_with("(save attention_mask)"), "{}", r.summary);
+}
+
+/// An LED step: input ids [1, enc], labels [1, dec].
+fn led_step(enc: usize, dec: usize) -> Vec<Ids> {
+    vec![
+        ids("input_ids", &[1, enc], counting(1, enc, 100)),
+        ids("labels", &[1, dec], counting(1, dec, 100)),
+    ]
+}
+
+fn led_meta(window: Option<&str>) -> Meta {
+    let mut m = meta(&[
+        ("model_type", "led"),
+        ("max_encoder_position_embeddings", "64"),
+        ("max_decoder_position_embeddings", "16"),
+    ]);
+    if let Some(w) = window {
+        m.push(("attention_window".into(), w.into()));
+    }
+    m
+}
+
+#[test]
+fn led_bounds_its_encoder_and_decoder_positions_by_their_own_keys() {
+    let r = index_bounds(
+        &read(safetensors_file(&led_step(64, 16), &led_meta(Some("[16, 16]")))),
+        "position_ids",
+    );
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert!(
+        r.summary.contains("input_ids length 64 <= the 64 positions of max_encoder_position_embeddings = 64")
+            && r.summary.contains(
+                "labels (the decoder's inputs once shifted right) length 16 <= the 16 positions of max_decoder_position_embeddings = 16"
+            ),
+        "{}",
+        r.summary
+    );
+    let r = index_bounds(
+        &read(safetensors_file(&led_step(20, 17), &led_meta(Some("16")))),
+        "position_ids",
+    );
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "labels (the decoder's inputs once shifted right) length 17 > the 16 positions of max_decoder_position_embeddings = 16"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn leds_encoder_is_padded_to_its_attention_window_before_its_positions_are_taken() {
+    let mut m = led_meta(Some("[8, 24]"));
+    m[1].1 = "60".into();
+    // 50 tokens, padded to 72 (a multiple of the largest window, 24): past 60 positions.
+    let r = index_bounds(&read(safetensors_file(&led_step(50, 8), &m)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "input_ids length 50, padded to 72 (a multiple of attention_window 24) > the 60 positions of max_encoder_position_embeddings = 60"
+        ),
+        "{}",
+        r.summary
+    );
+    // Without the window, a length within the table is not enough to refute.
+    m.retain(|(k, _)| k != "attention_window");
+    let r = index_bounds(&read(safetensors_file(&led_step(50, 8), &m)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.contains("(add attention_window to the metadata)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_config_that_turns_off_absolute_positions_is_never_judged_by_them() {
+    for pairs in [
+        [
+            ("model_type", "bert"),
+            ("position_embedding_type", "relative_key"),
+        ],
+        [("model_type", "esm"), ("position_embedding_type", "rotary")],
+        [("model_type", "debertav2"), ("position_biased_input", "false")],
+        [("model_type", "debertav2"), ("vocab_size", "100")],
+    ] {
+        let mut m = meta(&pairs);
+        m.push(("max_position_embeddings".into(), "32".into()));
+        let r = index_bounds(&read(safetensors_file(&bart_step(80), &m)), "position_ids");
+        assert_eq!(r.verdict, Verdict::Inconclusive, "{pairs:?}: {}", r.summary);
+    }
+    let m = meta(&[
+        ("model_type", "debertav2"),
+        ("position_biased_input", "true"),
+        ("max_position_embeddings", "32"),
+    ]);
+    let r = index_bounds(&read(safetensors_file(&bart_step(80), &m)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
 }
 
 // ---- The property: never refuted when the cause holds, never confirmed when it does not. ----

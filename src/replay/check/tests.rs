@@ -256,7 +256,11 @@ fn negative_ids_confirm_even_without_a_size_unless_allowed() {
 fn position_ids_use_max_position_embeddings_not_the_vocabulary() {
     let snap = snapshot(
         vec![ints("position_ids", DType::I64, &[3], &[0, 511, 512])],
-        &[("vocab_size", "30522"), ("max_position_embeddings", "512")],
+        &[
+            ("vocab_size", "30522"),
+            ("max_position_embeddings", "512"),
+            ("model_type", "bert"),
+        ],
     );
     let r = check(&spec("index_bounds", &[("tensor", "position_ids")]), &snap);
     assert_eq!(
