@@ -29,6 +29,21 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
     let mut not_checked = Vec::new();
     let mut needs = BTreeSet::new();
     let mut backend = None;
+    for finding in &diagnosis.findings {
+        // A refutation that speaks for its own cause only leaves the finding's unchecked causes
+        // open: they are not checked, not refuted.
+        let narrow = finding.causes.iter().any(|c| {
+            c.outcome.as_ref().is_some_and(|o| o.verdict == Verdict::Refuted)
+                && c.replay
+                    .as_ref()
+                    .is_some_and(|r| !super::refutes_finding(&super::CheckSpec::from(r)))
+        });
+        for cause in finding.causes.iter().filter(|c| narrow && c.outcome.is_none()) {
+            if !not_checked.contains(&cause.title) {
+                not_checked.push(cause.title.clone());
+            }
+        }
+    }
     for cause in diagnosis.findings.iter().flat_map(|f| &f.causes) {
         let Some(outcome) = &cause.outcome else {
             continue;

@@ -30,6 +30,8 @@ pub enum Check {
     Consistency,
     /// Matrix-multiply arguments.
     Gemm,
+    /// Hidden states or embeddings of another width than the model's.
+    HiddenSize,
 }
 
 /// A check: which one, its name, what it shows and its parameters.
@@ -45,6 +47,10 @@ pub struct CheckInfo {
     pub params: &'static [ParamInfo],
     /// Parameter families named per tensor (`dtype.` as in `dtype.labels = int64`).
     pub per_tensor: &'static [&'static str],
+    /// Whether its refutation speaks for the whole finding (it checks the values the failure is
+    /// about: labels in range refute a label assert), or for its own cause only (widths that
+    /// match say nothing of a layer's own in_features, another cause of the same error).
+    pub refutes_finding: bool,
 }
 
 impl CheckInfo {
@@ -149,6 +155,7 @@ pub const CHECKS: &[CheckInfo] = &[
             },
         ],
         per_tensor: &[],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::TargetBounds,
@@ -181,6 +188,7 @@ pub const CHECKS: &[CheckInfo] = &[
             },
         ],
         per_tensor: &[],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::Finite,
@@ -193,6 +201,7 @@ pub const CHECKS: &[CheckInfo] = &[
             help: TENSOR_HELP,
         }],
         per_tensor: &[],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::ValueRange,
@@ -219,6 +228,7 @@ pub const CHECKS: &[CheckInfo] = &[
             },
         ],
         per_tensor: &[],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::Consistency,
@@ -239,6 +249,7 @@ pub const CHECKS: &[CheckInfo] = &[
             },
         ],
         per_tensor: &["dtype.", "device."],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::Gemm,
@@ -265,6 +276,52 @@ pub const CHECKS: &[CheckInfo] = &[
             },
         ],
         per_tensor: &["stride.", "device."],
+        refutes_finding: true,
+    },
+    CheckInfo {
+        check: Check::HiddenSize,
+        name: "hidden_size",
+        help: "the last dim of the float tensors a model takes at its width (inputs_embeds, encoder_hidden_states, …) against the width its config records; a shape check (no element read, no kernel: the CPU and the GPU give it alike); widths that match refute its own cause for those tensors only",
+        params: &[
+            ParamInfo {
+                name: "tensors",
+                aliases: &[],
+                default: super::width::DEFAULT_TENSORS,
+                help: "comma-separated roles or tensor names; a name with inputs_embeds is taken at the embedding width, the others at the hidden size",
+            },
+            ParamInfo {
+                name: "hidden_size",
+                aliases: &["d_model", "n_embd"],
+                default: "metadata (also model.KEY)",
+                help: "the model's width",
+            },
+            ParamInfo {
+                name: "embedding_size",
+                aliases: &["input_embedding_size", "word_embed_proj_dim"],
+                default: "metadata (also model.KEY), else the hidden size for families without a width of their own for embeddings (ALBERT, ELECTRA, OPT, … have one)",
+                help: "the width of inputs_embeds",
+            },
+            ParamInfo {
+                name: "cross_attention_hidden_size",
+                aliases: &[],
+                default: "metadata (also model.KEY)",
+                help: "when recorded, encoder states are not judged by the hidden size (a wrapper may project them)",
+            },
+            ParamInfo {
+                name: "model_type",
+                aliases: &["architectures"],
+                default: "metadata (also model.KEY)",
+                help: "the model family: which width its embeddings and states have",
+            },
+            ParamInfo {
+                name: "is_encoder_decoder",
+                aliases: &[],
+                default: "metadata (also model.KEY)",
+                help: "whether a decoder takes the encoder's states",
+            },
+        ],
+        per_tensor: &[],
+        refutes_finding: false,
     },
 ];
 

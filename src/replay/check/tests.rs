@@ -562,7 +562,7 @@ fn unknown_checks_and_parameters_are_errors_that_list_the_known_ones() {
     assert_eq!(
         err.as_deref(),
         Some(
-            "unknown check \"bounds\" (known: index_bounds, target_bounds, finite, value_range, consistency, gemm)"
+            "unknown check \"bounds\" (known: index_bounds, target_bounds, finite, value_range, consistency, gemm, hidden_size)"
         )
     );
     let err = run(&spec("finite", &[("size", "3")]), &snap, &Cpu::new())

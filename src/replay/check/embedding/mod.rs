@@ -22,7 +22,7 @@
 //! table's (explicit positions, or lengths with the family's offset). This file reads the
 //! traceback's side, asks for the decoder's part where it is missing, and makes the one verdict.
 
-mod model;
+pub(super) mod model;
 mod positions;
 mod tokens;
 

@@ -101,9 +101,9 @@ pub(super) const ENCODERS: &[&str] = &[
 ];
 
 /// What the metadata and the tensors say of the model: enough to know which tensors feed a table.
-pub(super) struct Model {
+pub(in crate::replay::check) struct Model {
     /// The family (`model_type`, else read from the architecture), lower case without `_` / `-`.
-    pub(super) family: Option<String>,
+    pub(in crate::replay::check) family: Option<String>,
     /// The architecture (`T5ForConditionalGeneration`), when given.
     architecture: Option<String>,
     /// Whether a decoder takes the labels shifted right (or `decoder_input_ids`).
@@ -144,7 +144,7 @@ fn family_of_architecture(arch: &str) -> String {
 }
 
 impl Model {
-    pub(super) fn read(ctx: &mut Ctx<'_>) -> Result<Model, ReplayError> {
+    pub(in crate::replay::check) fn read(ctx: &mut Ctx<'_>) -> Result<Model, ReplayError> {
         let architecture = setting(ctx, "architectures")
             .or_else(|| setting(ctx, "class"))
             .and_then(|(_, text)| {
