@@ -1159,3 +1159,109 @@ fn a_cache_position_past_the_table_confirms_the_position_cause() {
         r.summary
     );
 }
+
+// ---- The log picks the suspects: the loss implicates the labels, a lookup its own ids. ----
+
+#[test]
+fn a_language_models_head_in_the_loss_makes_the_vocabulary_the_labels_classes() {
+    let snapshot = read(safetensors_file(&t5_step(5), &meta(&[("vocab_size", "32100")])));
+    let r = run(&snapshot, "target_bounds", &[("frames", "loss_fct lm_logits")]);
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("all 16 labels in [0, 32100) or ignore_index -100; the assert comes from elsewhere"),
+        "{}",
+        r.summary
+    );
+    let r = run(&snapshot, "target_bounds", &[("frames", "loss_fct")]);
+    assert_eq!(
+        r.verdict,
+        Verdict::Inconclusive,
+        "a bare loss says nothing of its classes: {}",
+        r.summary
+    );
+    let past = read(safetensors_file(
+        &t5_step(32100),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let r = run(&past, "target_bounds", &[("frames", "ForCausalLMLoss")]);
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+}
+
+#[test]
+fn a_loss_frame_puts_the_labels_first_among_the_word_tables_ids() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[
+            ("vocab_size", "32100"),
+            ("model_type", "t5"),
+            ("decoder_start_token_id", "0"),
+            ("pad_token_id", "0"),
+        ]),
+    ));
+    let r = index_bounds_after(&snapshot, "input_ids", "cross_entropy");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("all 16 labels in [0, 32100)"),
+        "{}",
+        r.summary
+    );
+}
+
+/// A device assert without its assertion line, the traceback in the loss of a T5.
+const LOSS_LOG: &str = r#"Traceback (most recent call last):
+  File "/work/train.py", line 41, in <module>
+    loss = model(**batch).loss
+  File "/opt/venv/lib/python3.12/site-packages/transformers/models/t5/modeling_t5.py", line 1057, in forward
+    loss = loss_fct(lm_logits.view(-1, lm_logits.size(-1)), labels.view(-1))
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/functional.py", line 3494, in cross_entropy
+    return torch._C._nn.cross_entropy_loss(
+RuntimeError: CUDA error: device-side assert triggered
+"#;
+
+/// The same without its assertion line, the traceback at BART's position lookup.
+const POSITIONS_LOG: &str = r#"Traceback (most recent call last):
+  File "/opt/venv/lib/python3.12/site-packages/transformers/models/bart/modeling_bart.py", line 770, in forward
+    embed_pos = self.embed_positions(input)
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/sparse.py", line 189, in forward
+    return F.embedding(
+RuntimeError: CUDA error: device-side assert triggered
+"#;
+
+#[test]
+fn the_traceback_orders_the_verdicts_of_a_generic_device_assert() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32100),
+        &meta(&[("vocab_size", "32100"), ("model_type", "t5")]),
+    ));
+    let diagnosis = diagnose_and_replay(LOSS_LOG, &snapshot);
+    assert_eq!(diagnosis.findings[0].rule, "assert.generic");
+    let replay = diagnosis.replay.unwrap_or_else(|| panic!("no replay summary"));
+    assert_eq!(
+        replay.decided[0].cause, "A label outside [0, num_classes) in the loss",
+        "{replay:?}"
+    );
+    assert_eq!(replay.decided[0].verdict, Verdict::Confirmed);
+
+    let snapshot = read(safetensors_file(
+        &bart_step(30),
+        &meta(&[
+            ("max_position_embeddings", "32"),
+            ("model_type", "bart"),
+            ("vocab_size", "50265"),
+            ("decoder_start_token_id", "2"),
+            ("pad_token_id", "1"),
+        ]),
+    ));
+    let diagnosis = diagnose_and_replay(POSITIONS_LOG, &snapshot);
+    let replay = diagnosis.replay.unwrap_or_else(|| panic!("no replay summary"));
+    assert_eq!(diagnosis.findings[0].rule, "assert.embedding_frame");
+    assert_eq!(
+        replay.decided[0].cause, "The input is longer than max_position_embeddings",
+        "{replay:?}"
+    );
+    assert_eq!(
+        replay.decided[1].cause,
+        "A token id is >= the vocabulary size of the embedding"
+    );
+}

@@ -5,6 +5,7 @@
 //! (`token_type_ids` alone feed theirs, and are checked here).
 
 use super::embedding::Table;
+use super::frames::Frames;
 use super::{Ctx, Found, Param, Scalar, Scan, ScanOutput, first_at, min_max};
 use crate::replay::snapshot::TensorRef;
 use crate::replay::{ReplayError, Verdict};
@@ -283,12 +284,28 @@ pub(super) fn target_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
     if let Some((_, value)) = ctx.lookup(&["value"]) {
         ctx.used.insert("value".into(), value);
     }
+    let frames = ctx.lookup(&["frames"]).map(|(_, v)| Frames::parse(&v));
+    if let Some(f) = frames.as_ref().filter(|f| !f.text.is_empty()) {
+        ctx.used.insert("frames".into(), f.text.clone());
+    }
     let classes = match ctx.int("num_classes", &["num_classes", "num_labels"])? {
         Some(p) => Some(p),
-        None => ctx
+        None => match ctx
             .find("logits")
             .filter(|l| l.name != labels.name)
-            .and_then(|l| classes_of(&l, &labels)),
+            .and_then(|l| classes_of(&l, &labels))
+        {
+            Some(p) => Some(p),
+            // The traceback shows a language model's head in the loss: its classes are the
+            // vocabulary's rows.
+            None if frames.as_ref().is_some_and(|f| f.lm_head) => {
+                table_size(ctx, "input_ids", Some(labels.name))?.map(|v| Param {
+                    label: format!("{} (the loss is over the language model's head)", v.label),
+                    value: v.value,
+                })
+            }
+            None => None,
+        },
     };
     if let Some(c) = &classes {
         ctx.used.insert("num_classes".into(), c.value.to_string());

@@ -103,7 +103,7 @@ pub const CHECKS: &[CheckInfo] = &[
                 name: "frames",
                 aliases: &[],
                 default: "none (a rule fills it from the traceback: `{stack|} {table|}`)",
-                help: "the model frames of the log's traceback (decoder, embed_tokens, embed_positions, …): a decoder frame implicates the decoder's inputs, whose results come first",
+                help: "the model frames of the log's traceback (decoder, embed_tokens, embed_positions, the loss, …): they order the results (the decoder's inputs first for a decoder frame, the labels first for a loss frame), never decide them",
             },
             ParamInfo {
                 name: "max_source_positions",
@@ -185,6 +185,12 @@ pub const CHECKS: &[CheckInfo] = &[
                 aliases: &[],
                 default: "none",
                 help: "the offending value the log printed (informational)",
+            },
+            ParamInfo {
+                name: "frames",
+                aliases: &[],
+                default: "none (a rule fills it from the traceback: `{loss|} {head|}`)",
+                help: "the model frames of the log's traceback: a language model's head (lm_head, lm_logits, ForCausalLMLoss) says the classes are the vocabulary (vocab_size bounds the labels)",
             },
         ],
         per_tensor: &[],
