@@ -17,11 +17,12 @@ use safetensors::tensor::{Dtype, TensorView};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
-/// A named int64 tensor.
+/// A named int64 tensor (or a float32 one, for hidden states: `float`).
 struct Ids {
     name: &'static str,
     shape: Vec<usize>,
     values: Vec<i64>,
+    float: bool,
 }
 
 fn ids(name: &'static str, shape: &[usize], values: Vec<i64>) -> Ids {
@@ -29,6 +30,30 @@ fn ids(name: &'static str, shape: &[usize], values: Vec<i64>) -> Ids {
         name,
         shape: shape.to_vec(),
         values,
+        float: false,
+    }
+}
+
+/// A float32 tensor of zeros, as hidden states are for a shape check.
+fn states(name: &'static str, shape: &[usize]) -> Ids {
+    Ids {
+        name,
+        shape: shape.to_vec(),
+        values: vec![0; shape.iter().product()],
+        float: true,
+    }
+}
+
+impl Ids {
+    fn bytes(&self) -> Vec<u8> {
+        if self.float {
+            self.values
+                .iter()
+                .flat_map(|&v| (v as f32).to_le_bytes())
+                .collect()
+        } else {
+            le_bytes(&self.values)
+        }
     }
 }
 
@@ -43,12 +68,13 @@ fn le_bytes(values: &[i64]) -> Vec<u8> {
 
 /// A safetensors file made by the safetensors crate, as `safetensors.torch.save_file` writes one.
 fn safetensors_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
-    let bytes: Vec<Vec<u8>> = tensors.iter().map(|t| le_bytes(&t.values)).collect();
+    let bytes: Vec<Vec<u8>> = tensors.iter().map(Ids::bytes).collect();
     let views: Vec<(String, TensorView<'_>)> = tensors
         .iter()
         .zip(&bytes)
         .map(|(t, b)| {
-            let view = TensorView::new(Dtype::I64, t.shape.clone(), b).unwrap_or_else(|e| panic!("{e}"));
+            let dtype = if t.float { Dtype::F32 } else { Dtype::I64 };
+            let view = TensorView::new(dtype, t.shape.clone(), b).unwrap_or_else(|e| panic!("{e}"));
             (t.name.to_owned(), view)
         })
         .collect();
@@ -57,14 +83,17 @@ fn safetensors_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
     safetensors::serialize(views, Some(meta)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// An `.npy` member as numpy writes an int64 array (version 1, header padded to 64 bytes).
-fn npy(shape: &[usize], values: &[i64]) -> Vec<u8> {
+/// An `.npy` member as numpy writes an int64 (or float32) array (version 1, header padded to 64
+/// bytes).
+fn npy(t: &Ids) -> Vec<u8> {
+    let shape = &t.shape;
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
     let shape = match dims.len() {
         1 => format!("({},)", dims[0]),
         _ => format!("({})", dims.join(", ")),
     };
-    let mut header = format!("{{'descr': '<i8', 'fortran_order': False, 'shape': {shape}, }}");
+    let descr = if t.float { "<f4" } else { "<i8" };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
@@ -72,7 +101,7 @@ fn npy(shape: &[usize], values: &[i64]) -> Vec<u8> {
     let mut out = b"\x93NUMPY\x01\x00".to_vec();
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&le_bytes(values));
+    out.extend_from_slice(&t.bytes());
     out
 }
 
@@ -84,8 +113,7 @@ fn npz_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
     for t in tensors {
         zip.start_file(format!("{}.npy", t.name), options)
             .unwrap_or_else(|e| panic!("{e}"));
-        zip.write_all(&npy(&t.shape, &t.values))
-            .unwrap_or_else(|e| panic!("{e}"));
+        zip.write_all(&npy(t)).unwrap_or_else(|e| panic!("{e}"));
     }
     let params: serde_json::Map<String, serde_json::Value> = meta
         .iter()
@@ -1264,4 +1292,324 @@ fn the_traceback_orders_the_verdicts_of_a_generic_device_assert() {
         replay.decided[1].cause,
         "A token id is >= the vocabulary size of the embedding"
     );
+}
+
+// ---- The property again, over token types, hidden sizes, LED's keys and unknown families. ----
+
+/// The model a generated step comes from (its truth, whatever the metadata says of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    /// Encoder, learned positions from row 0, token types.
+    Bert,
+    /// Encoder with inputs_embeds at an embedding_size of its own.
+    Albert,
+    /// Decoder-only, learned positions from row 0 (n_positions).
+    Gpt2,
+    /// Decoder-only, rotary: no position table.
+    Llama,
+    /// Encoder-decoder, learned positions from row 2.
+    Bart,
+    /// Encoder-decoder with its own encoder / decoder position keys, the encoder padded to its
+    /// attention window.
+    Led,
+}
+
+impl Family {
+    fn model_type(self) -> &'static str {
+        match self {
+            Family::Bert => "bert",
+            Family::Albert => "albert",
+            Family::Gpt2 => "gpt2",
+            Family::Llama => "llama",
+            Family::Bart => "bart",
+            Family::Led => "led",
+        }
+    }
+
+    fn encoder_decoder(self) -> bool {
+        matches!(self, Family::Bart | Family::Led)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Wide {
+    family: Family,
+    batch: usize,
+    enc_len: usize,
+    dec_len: usize,
+    positions: usize,
+    dec_positions: usize,
+    window: usize,
+    type_vocab: i64,
+    /// token_type_ids saved, and by how much one of them passes type_vocab_size (0: none does).
+    token_types: Option<i64>,
+    /// Hidden size, embedding size, and the saved states' width offset from the right one.
+    width: usize,
+    embedding: usize,
+    width_off: usize,
+    /// Whether the saved states are inputs_embeds (else encoder_hidden_states).
+    embeds: bool,
+    /// Which keys are written: model_type, the position limits, type_vocab_size, hidden_size,
+    /// embedding_size, attention_window.
+    keys: [bool; 6],
+    capture_style: bool,
+    npz: bool,
+}
+
+fn wide() -> impl Strategy<Value = Wide> {
+    let family = prop_oneof![
+        Just(Family::Bert),
+        Just(Family::Albert),
+        Just(Family::Gpt2),
+        Just(Family::Llama),
+        Just(Family::Bart),
+        Just(Family::Led)
+    ];
+    let sizes = (
+        family,
+        1usize..4,
+        1usize..24,
+        1usize..12,
+        4usize..20,
+        4usize..12,
+        prop_oneof![Just(2usize), Just(4), Just(8)],
+    );
+    let values = (
+        1i64..4,
+        proptest::option::of(0i64..3),
+        (
+            prop_oneof![Just(8usize), Just(16)],
+            prop_oneof![Just(4usize), Just(8)],
+            prop_oneof![Just(0usize), Just(0), Just(3)],
+        ),
+        any::<bool>(),
+        proptest::array::uniform6(any::<bool>()),
+        (any::<bool>(), any::<bool>()),
+    );
+    (sizes, values).prop_map(
+        |(
+            (family, batch, enc_len, dec_len, positions, dec_positions, window),
+            (type_vocab, token_types, (width, embedding, width_off), embeds, keys, (capture_style, npz)),
+        )| Wide {
+            family,
+            batch,
+            enc_len,
+            dec_len,
+            positions,
+            dec_positions,
+            window,
+            type_vocab,
+            token_types,
+            width,
+            embedding,
+            width_off,
+            embeds,
+            keys,
+            capture_style,
+            npz,
+        },
+    )
+}
+
+/// Which causes hold in a generated step.
+struct Truth {
+    positions: bool,
+    token_types: bool,
+    width: bool,
+}
+
+impl Wide {
+    fn build(&self) -> (Vec<Ids>, Meta, Truth) {
+        let (b, f) = (self.batch, self.family);
+        let mut tensors = vec![ids(
+            "input_ids",
+            &[b, self.enc_len],
+            counting(b, self.enc_len, 50),
+        )];
+        match f {
+            Family::Bart | Family::Led => {
+                tensors.push(ids("labels", &[b, self.dec_len], counting(b, self.dec_len, 50)));
+            }
+            Family::Gpt2 | Family::Llama => {
+                tensors.push(ids("labels", &[b, self.enc_len], counting(b, self.enc_len, 50)));
+            }
+            Family::Bert | Family::Albert => tensors.push(ids("labels", &[b], vec![0; b])),
+        }
+        let mut token_types = false;
+        if let Some(past) = self.token_types {
+            let mut values: Vec<i64> = (0..b * self.enc_len)
+                .map(|i| i as i64 % self.type_vocab)
+                .collect();
+            if past > 0 {
+                let at = values.len() - 1;
+                values[at] = self.type_vocab + past - 1;
+                token_types = true;
+            }
+            tensors.push(ids("token_type_ids", &[b, self.enc_len], values));
+        }
+        let right = if self.embeds && f == Family::Albert {
+            self.embedding
+        } else {
+            self.width
+        };
+        let name = if self.embeds {
+            "inputs_embeds"
+        } else {
+            "encoder_hidden_states"
+        };
+        tensors.push(states(name, &[b, self.enc_len, right + self.width_off]));
+        let padded = self.enc_len.div_ceil(self.window) * self.window;
+        let positions = match f {
+            Family::Llama => false,
+            Family::Bert | Family::Albert | Family::Gpt2 => self.enc_len > self.positions,
+            Family::Bart => self.enc_len > self.positions || self.dec_len > self.positions,
+            Family::Led => padded > self.positions || self.dec_len > self.dec_positions,
+        };
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        let [model_type, limits, types, hidden, embedding, window] = self.keys;
+        if model_type {
+            pairs.push(("model_type", f.model_type().to_owned()));
+        }
+        if limits {
+            match f {
+                Family::Gpt2 => pairs.push(("n_positions", self.positions.to_string())),
+                Family::Led => {
+                    pairs.push(("max_encoder_position_embeddings", self.positions.to_string()));
+                    pairs.push(("max_decoder_position_embeddings", self.dec_positions.to_string()));
+                }
+                _ => pairs.push(("max_position_embeddings", self.positions.to_string())),
+            }
+        }
+        if types {
+            pairs.push(("type_vocab_size", self.type_vocab.to_string()));
+        }
+        if hidden {
+            let key = match f {
+                Family::Gpt2 => "n_embd",
+                Family::Bart | Family::Led => "d_model",
+                _ => "hidden_size",
+            };
+            pairs.push((key, self.width.to_string()));
+        }
+        if embedding && f == Family::Albert {
+            pairs.push(("embedding_size", self.embedding.to_string()));
+        }
+        if window && f == Family::Led {
+            pairs.push((
+                "attention_window",
+                format!("[{}, {}]", self.window / 2, self.window),
+            ));
+        }
+        if f.encoder_decoder() && model_type {
+            pairs.push(("is_encoder_decoder", "true".to_owned()));
+        }
+        let meta = pairs
+            .into_iter()
+            .map(|(k, v)| {
+                let key = if self.capture_style {
+                    format!("model.{k}")
+                } else {
+                    k.to_owned()
+                };
+                (key, v)
+            })
+            .collect();
+        let truth = Truth {
+            positions,
+            token_types,
+            width: self.width_off != 0,
+        };
+        (tensors, meta, truth)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn token_types_widths_led_keys_and_unknown_families_are_never_judged_wrong(step in wide()) {
+        let (tensors, meta, truth) = step.build();
+        let file = if step.npz { npz_file(&tensors, &meta) } else { safetensors_file(&tensors, &meta) };
+        let snapshot = read(file);
+        let mut verdicts = vec![
+            ("position_ids", truth.positions, index_bounds(&snapshot, "position_ids")),
+            ("hidden_size", truth.width, run(&snapshot, "hidden_size", &[])),
+        ];
+        if step.token_types.is_some() {
+            verdicts.push(("token_type_ids", truth.token_types, index_bounds(&snapshot, "token_type_ids")));
+        }
+        for (cause, holds, r) in &verdicts {
+            if *holds {
+                prop_assert_ne!(r.verdict, Verdict::Refuted, "{} cause holds: {}", cause, r.summary);
+            } else {
+                prop_assert_ne!(r.verdict, Verdict::Confirmed, "{} cause does not hold: {}", cause, r.summary);
+            }
+        }
+        if !step.keys[0] {
+            // Without the family, positions are not judged at all, nor widths unless an
+            // embedding_size says what inputs_embeds take.
+            prop_assert_eq!(verdicts[0].2.verdict, Verdict::Inconclusive, "{}", verdicts[0].2.summary);
+            let embedding_said = step.embeds && step.keys[4] && step.family == Family::Albert;
+            if !embedding_said {
+                prop_assert_eq!(verdicts[1].2.verdict, Verdict::Inconclusive, "{}", verdicts[1].2.summary);
+            }
+        }
+    }
+}
+
+#[test]
+fn with_every_key_written_the_wide_steps_get_a_verdict_either_way() {
+    for family in [
+        Family::Bert,
+        Family::Albert,
+        Family::Gpt2,
+        Family::Bart,
+        Family::Led,
+    ] {
+        for (enc_len, off, past) in [(6, 0, 0), (30, 3, 1)] {
+            let step = Wide {
+                family,
+                batch: 2,
+                enc_len,
+                dec_len: 5,
+                positions: 12,
+                dec_positions: 8,
+                window: 4,
+                type_vocab: 2,
+                token_types: Some(past),
+                width: 16,
+                embedding: 8,
+                width_off: off,
+                embeds: true,
+                keys: [true; 6],
+                capture_style: family == Family::Bart,
+                npz: family == Family::Gpt2,
+            };
+            let (tensors, meta, truth) = step.build();
+            let snapshot = read(safetensors_file(&tensors, &meta));
+            let expect = |holds: bool| {
+                if holds {
+                    Verdict::Confirmed
+                } else {
+                    Verdict::Refuted
+                }
+            };
+            let r = index_bounds(&snapshot, "position_ids");
+            assert_eq!(
+                r.verdict,
+                expect(truth.positions),
+                "{family:?} {enc_len}: {}",
+                r.summary
+            );
+            let r = run(&snapshot, "hidden_size", &[]);
+            assert_eq!(r.verdict, expect(truth.width), "{family:?} {off}: {}", r.summary);
+            let r = index_bounds(&snapshot, "token_type_ids");
+            assert_eq!(
+                r.verdict,
+                expect(truth.token_types),
+                "{family:?} {past}: {}",
+                r.summary
+            );
+        }
+    }
 }
