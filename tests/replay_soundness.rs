@@ -1197,7 +1197,7 @@ fn a_language_models_head_in_the_loss_makes_the_vocabulary_the_labels_classes() 
     assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
     assert!(
         r.summary
-            .starts_with("all 16 labels in [0, 32100) or ignore_index -100; the assert comes from elsewhere"),
+            .starts_with("all 16 labels in [0, 32100) or ignore_index -100; the loss is over the language model's head (loss_fct lm_logits)"),
         "{}",
         r.summary
     );

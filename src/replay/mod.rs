@@ -6,8 +6,11 @@
 //! [`Backend`] — the CPU always, the GPU (cudarc, feature `cuda`) when a device opens — and gives a
 //! [`CheckResult`]: confirmed, refuted or inconclusive, with counts, min / max and the first
 //! offending positions and values. A cause is refuted only when every tensor that could carry it
-//! was checked against a known limit (the ids of an embedding table: see `check::embedding`);
-//! otherwise the verdict is inconclusive and says what was not checked and which key would tell.
+//! was checked against a known limit (the ids of an embedding table: see `check::embedding`;
+//! positions only for a model family known to index a learned absolute table); otherwise the
+//! verdict is inconclusive and says what was not checked and which key would tell. A check whose
+//! refutation speaks for its own cause only (`hidden_size`) never refutes a finding or the
+//! diagnosis by itself.
 
 pub mod check;
 pub mod cpu;
