@@ -62,13 +62,13 @@ const NO_POSITION_TABLE: &[&str] = &[
 ];
 
 /// Families whose position p is row p of a table of `max_position_embeddings` rows (learned, or
-/// a fixed sinusoidal `nn.Embedding` as in Marian and PEGASUS).
+/// a fixed sinusoidal `nn.Embedding` as in Marian and PEGASUS). (BigBird is not among them: in
+/// its block-sparse mode it pads the input to a multiple of its block size first.)
 const FROM_ROW_ZERO: &[&str] = &[
     "bert",
     "distilbert",
     "albert",
     "electra",
-    "bigbird",
     "megatronbert",
     "convbert",
     "layoutlm",
