@@ -508,6 +508,34 @@ fn opt_counts_its_positions_over_the_attention_mask() {
     assert!(r.summary.ends_with("(save attention_mask)"), "{}", r.summary);
 }
 
+#[test]
+fn opts_own_minus_one_for_padding_is_a_position_its_table_has() {
+    // OPT computes position -1 for a row's padding and adds 2: row 1 of its table.
+    let positions: Vec<i64> = (0..8).map(|i| if i < 3 { -1 } else { i - 3 }).collect();
+    let snapshot = read(safetensors_file(
+        &[
+            ids("input_ids", &[1, 8], counting(1, 8, 100)),
+            ids("position_ids", &[1, 8], positions),
+        ],
+        &meta(&[("max_position_embeddings", "8"), ("model_type", "opt")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    let snapshot = read(safetensors_file(
+        &[ids("position_ids", &[1, 3], vec![0, 8, -3])],
+        &meta(&[("max_position_embeddings", "8"), ("model_type", "bart")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "position_ids[0, 1] = 8 outside [-2, 8): the model adds 2 to it in a table of max_position_embeddings = 8 + 2 rows"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
 /// An LED step: input ids [1, enc], labels [1, dec].
 fn led_step(enc: usize, dec: usize) -> Vec<Ids> {
     vec![

@@ -12,7 +12,7 @@
 use super::Side;
 use super::model::{Model, int_setting, setting};
 use crate::replay::check::bounds::ids_within;
-use crate::replay::check::{Ctx, Found, Param, Scan, shape_text};
+use crate::replay::check::{Ctx, Found, Param, Scan, first_at, shape_text};
 use crate::replay::snapshot::TensorRef;
 use crate::replay::{ReplayError, Verdict};
 
@@ -355,7 +355,7 @@ pub(super) fn positions(
     let limit = table_positions(ctx, Side::Encoder)?;
     let mut parts = Vec::new();
     if let Some(t) = &explicit {
-        let found = ids_within(ctx, t, "position_ids", limit.as_ref(), false, None)?;
+        let found = explicit_fits(ctx, t, limit.as_ref(), &offset)?;
         parts.push((Side::Encoder, found));
     }
     // During generation the positions of the cached tokens come first: `cache_position` names
@@ -364,6 +364,7 @@ pub(super) fn positions(
         .find("cache_position")
         .filter(|t| Some(t.name) != explicit.map(|e| e.name))
     {
+        // The index of a token in the whole sequence: position p is row p + offset in any table.
         let found = ids_within(ctx, &t, "position_ids", limit.as_ref(), false, None)?;
         parts.push((Side::Encoder, found));
     }
@@ -427,6 +428,51 @@ pub(super) fn positions(
         }
     }
     Ok(parts)
+}
+
+/// Explicit positions against the table: `[0, limit)`, or `[-extra, limit)` where the family adds
+/// its offset to the positions it is given in a table that many rows larger (BART's and OPT's
+/// 2: OPT itself computes -1 for the padding of a row).
+fn explicit_fits(
+    ctx: &mut Ctx<'_>,
+    t: &TensorRef<'_>,
+    limit: Option<&Param<i64>>,
+    offset: &Offset,
+) -> Result<Found, ReplayError> {
+    let extra = offset.extra_rows;
+    if extra == 0 {
+        return ids_within(ctx, t, "position_ids", limit, false, None);
+    }
+    let name = t.name;
+    let Some(limit) = limit else {
+        return Ok(Found::inconclusive(format!(
+            "{name}: max_position_embeddings unknown (add max_position_embeddings or n_positions to the metadata or --param max_position_embeddings=N)"
+        )));
+    };
+    if t.dtype.is_float() {
+        return Ok(Found::inconclusive(format!(
+            "{name} is {}: torch refuses float indices before any bounds check; save the positions as integers",
+            t.dtype.torch_name()
+        )));
+    }
+    let (lo, hi) = (-extra, limit.value);
+    let out = ctx.backend.scan(*t, Scan::IntRange { lo, hi, skip: None })?;
+    let table = format!("{} = {}", limit.label, limit.value);
+    let because = offset.why.as_ref().map_or_else(String::new, |w| format!("; {w}"));
+    let found = match first_at(t, &out) {
+        Some((place, _)) => Found::new(
+            Verdict::Confirmed,
+            format!(
+                "{place} outside [{lo}, {hi}): the model adds {extra} to it in a table of {table} + {extra} rows ({} of {} values out of range{because})",
+                out.offending, out.elements
+            ),
+        ),
+        None => Found::new(
+            Verdict::Refuted,
+            format!("all {} {name} in [{lo}, {hi}) for {table}{because}", out.elements),
+        ),
+    };
+    Ok(found.scanned(t, out))
 }
 
 /// What the snapshot would have said with the family known: the lengths and the table's size.
