@@ -125,9 +125,15 @@ pub const CHECKS: &[CheckInfo] = &[
             },
             ParamInfo {
                 name: "position_embedding_type",
-                aliases: &["position_biased_input"],
-                default: "metadata (also model.KEY)",
-                help: "whether a BERT-style (position_embedding_type = absolute) or DeBERTa (position_biased_input = true) model has an absolute position table",
+                aliases: &[],
+                default: "metadata (also model.KEY), else absolute (ESM: unknown)",
+                help: "a BERT-style model has an absolute position table only when it is absolute",
+            },
+            ParamInfo {
+                name: "position_biased_input",
+                aliases: &[],
+                default: "metadata (also model.KEY), else unknown for DeBERTa",
+                help: "a DeBERTa has an absolute position table only when it is true",
             },
             ParamInfo {
                 name: "attention_window",
