@@ -7,8 +7,9 @@ schema (tests/fixtures/README.md) requires are there with the right types; every
 within the world size and no rank is both root and cascade; the root's class is in
 rules/taxonomy.toml (or "none"); the root's host and local rank are those the root rank printed
 when it started (generated fixtures); every evidence line is in one of the fixture's files; a
-sequence number is given exactly where the files show one, and the files show it for the stalled
-collective. Prints one line per problem and exits 1 if there is any. Needs Python 3.11+ (tomllib).
+sequence number the logs print (NCCL's watchdog, DETAIL's fingerprints) is given, and every
+sequence number given is the one the files show for the stalled collective (for the flight
+recorder: the last entry of a cascade rank's dump). Prints one line per problem and exits 1 if there is any. Needs Python 3.11+ (tomllib).
 """
 
 import json
@@ -149,8 +150,8 @@ class Checker:
         op = collective.get("op")
         dumps = flight_recorder_dumps(self.fixture)
         fr_seq = collective.get("fr_seq")
-        if dumps and fr_seq is None:
-            self.problem("the flight-recorder dumps number the collectives, [collective] fr_seq is missing")
+        if fr_seq is not None and not dumps:
+            self.problem("[collective] fr_seq is given, but there is no flight-recorder dump")
         if fr_seq is not None:
             cascade = set(doc.get("ranks", {}).get("cascade", []))
             last = {rank: entries[-1] for rank, entries in dumps.items() if entries and rank in cascade}

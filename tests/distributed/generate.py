@@ -50,13 +50,13 @@ class Run:
     def world_size(self):
         return self.nproc * self.nnodes
 
-    def name(self, torch_version):
+    def name(self, torch_version, backend="gloo"):
         parts = [self.scenario.replace("_", "-")]
         if self.detail:
             parts.append("detail")
         if self.nnodes > 1:
             parts.append(f"{self.nnodes}nodes")
-        return "-".join(parts) + f"-torch{torch_version}-gloo-n{self.world_size}"
+        return "-".join(parts) + f"-torch{torch_version}-{backend}-n{self.world_size}"
 
     @property
     def timeout(self):
@@ -78,25 +78,46 @@ RUNS = [
 ]
 
 
+@dataclass(frozen=True)
+class Setup:
+    """Where and how the runs happen."""
+
+    launcher: tuple  # torchrun, as a command
+    version: str  # torch's, without the local suffix
+    backend: str  # gloo, or nccl on a machine with a GPU per rank
+    out: Path  # the folder the fixtures go to
+    namespaces: bool  # each agent has its own host name (root and unshare(1) needed)
+    keep_failed: bool
+
+    def hosts(self, run):
+        if self.namespaces:
+            return list(HOSTS)[: run.nnodes]
+        return [socket.gethostname()]
+
+    @property
+    def address(self):
+        return HOSTS["host-a"] if self.namespaces else "127.0.0.1"
+
+
 def torch_version(python):
     out = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], check=True,
                          capture_output=True, text=True).stdout.strip()
     return out.split("+")[0]
 
 
-def free_port():
+def free_port(address):
     with socket.socket() as s:
-        s.bind((HOSTS["host-a"], 0))
+        s.bind((address, 0))
         return s.getsockname()[1]
 
 
-def agent_command(venv, run, name, port, node_dir):
+def agent_command(setup, run, name, port, node_dir):
     torchrun = [
-        str(venv / "bin" / "torchrun"),
+        *setup.launcher,
         f"--nnodes={run.nnodes}",
         f"--nproc-per-node={run.nproc}",
         "--rdzv-backend=c10d",
-        f"--rdzv-endpoint=host-a:{port}",
+        f"--rdzv-endpoint={'host-a' if setup.namespaces else setup.address}:{port}",
         f"--rdzv-id={name}",
         f"--log-dir={node_dir / 'logs'}",
         "--redirects=3",
@@ -107,7 +128,10 @@ def agent_command(venv, run, name, port, node_dir):
         f"--fail-step={run.fail_step}",
         f"--steps={run.steps}",
         f"--timeout={run.timeout}",
+        f"--backend={setup.backend}",
     ]
+    if not setup.namespaces:
+        return torchrun
     host = node_dir.name
     # Its own host name, and an /etc/hosts that resolves every node's name (bound over the real
     # one in a private mount namespace: nothing outside the agent sees it).
@@ -118,18 +142,24 @@ def agent_command(venv, run, name, port, node_dir):
     return ["unshare", "--uts", "--mount", "sh", "-c", script, "sh", *torchrun]
 
 
-def run_agents(venv, run, name, work):
+def run_agents(setup, run, name, work):
     """Start the agents, wait for them; the console of each is written to <host>/console.log."""
-    port = free_port()
+    port = free_port(setup.address)
     env = dict(os.environ, PYTHONUNBUFFERED="1", TORCH_DISTRIBUTED_DEBUG="DETAIL" if run.detail else "OFF")
     agents = []
-    for host in list(HOSTS)[: run.nnodes]:
+    for host in setup.hosts(run):
         node_dir = work / host
-        (node_dir / "fr_trace").mkdir(parents=True)
+        dumps = node_dir / "fr_trace"
+        dumps.mkdir(parents=True)
         shutil.copy(WORKER, node_dir / "train.py")
         console = open(node_dir / "console.log", "wb")
-        agent_env = dict(env, TORCH_FR_DUMP_TEMP_FILE=str(node_dir / "fr_trace" / "fr_"))
-        agents.append((subprocess.Popen(agent_command(venv, run, name, port, node_dir), cwd=node_dir,
+        agent_env = dict(env, TORCH_FR_DUMP_TEMP_FILE=str(dumps / "fr_"))
+        if setup.backend == "nccl":
+            # torch's own flight recorder, dumped by the watchdog on a timeout.
+            agent_env.update(TORCH_NCCL_TRACE_BUFFER_SIZE="2000", TORCH_NCCL_DUMP_ON_TIMEOUT="1",
+                             TORCH_NCCL_DEBUG_INFO_TEMP_FILE=str(dumps / "nccl_trace_rank_"),
+                             NCCL_DEBUG="WARN")
+        agents.append((subprocess.Popen(agent_command(setup, run, name, port, node_dir), cwd=node_dir,
                                         env=agent_env, stdout=console, stderr=subprocess.STDOUT,
                                         start_new_session=True), console))
     deadline = time.monotonic() + 120 + 8 * run.timeout
@@ -224,8 +254,9 @@ ROOT = {
 }
 
 
-def expected(run, name, version, ids, blamed, has_fr):
-    """The verdict a correct diagnosis gives, from what the run was told to do."""
+def expected(setup, run, name, ids, blamed, has_fr, shows_watchdog):
+    """The verdict a correct diagnosis gives, from what the run was told to do (the files only
+    decide which sequence numbers are given: those they show)."""
     what, root_class, error = ROOT[run.scenario]
     world = run.world_size
     root = run.root_rank
@@ -234,7 +265,7 @@ def expected(run, name, version, ids, blamed, has_fr):
     # The stalled collective, numbered as torch numbers the default group's collectives: the
     # flight recorder from 1 (collective_seq_id), DETAIL's fingerprints from 0 (SequenceNumber).
     step = {"skip_collective": run.steps, "size_mismatch": 1}.get(run.scenario, run.fail_step)
-    never_entered = [root] if what in ("exception", "straggler") else []
+    never_entered = [root] if what in ("exception", "straggler", "signal") else []
     disagree = [root] if what in ("skipped_collective", "size_mismatch") else []
     evidence = []
     if run.scenario == "raise_index":
@@ -257,13 +288,13 @@ def expected(run, name, version, ids, blamed, has_fr):
             "origin": "generated",
             "generator": "tests/distributed/generate.py",
             "scenario": run.scenario,
-            "torch": version,
-            "backend": "gloo",
+            "torch": setup.version,
+            "backend": setup.backend,
             "launcher": "torchrun",
             "world_size": world,
             "nnodes": run.nnodes,
             "nproc_per_node": run.nproc,
-            "hosts": list(HOSTS)[: run.nnodes],
+            "hosts": setup.hosts(run),
             "debug": "DETAIL" if run.detail else "OFF",
             "timeout_s": run.timeout,
         }),
@@ -280,7 +311,9 @@ def expected(run, name, version, ids, blamed, has_fr):
             "op": "allreduce",
             "process_group": "default_pg",
             "step": step,
-            "fr_seq": step if has_fr else None,
+            # DETAIL's checks stall every rank before the step's collective is enqueued.
+            "fr_seq": step if has_fr and not run.detail else None,
+            "watchdog_seq": step if shows_watchdog else None,
             "fingerprint_seq": step - 1 if run.detail and run.scenario == "size_mismatch" else None,
             "disagree_op": "barrier" if run.scenario == "skip_collective" else None,
             "disagree_numel": [bucket, (FEATURES + 1) * (CLASSES + 1)] if run.scenario == "size_mismatch" else None,
@@ -298,13 +331,13 @@ def expected(run, name, version, ids, blamed, has_fr):
 WORK = Path("/tmp/faultline-dist")  # fixed, so tracebacks and torchrun's summary name the same paths
 
 
-def generate(venv, run, version, keep_failed):
-    name = run.name(version)
+def generate(setup, run):
+    name = run.name(setup.version, setup.backend)
     started = time.monotonic()
     work = WORK / name
     if work.exists():
         shutil.rmtree(work)
-    codes = run_agents(venv, run, name, work)
+    codes = run_agents(setup, run, name, work)
     ids = identities(work)
     problems = []
     if all(code == 0 for code in codes):
@@ -312,55 +345,74 @@ def generate(venv, run, version, keep_failed):
     if sorted(ids) != list(range(run.world_size)):
         problems.append(f"identity lines for ranks {sorted(ids)}")
     if not problems:
-        for host in list(HOSTS)[: run.nnodes]:
+        for host in setup.hosts(run):
             (work / host / "train.py").unlink()
-            (work / f"hosts.{host}").unlink()
+            hosts_file = work / f"hosts.{host}"
+            if hosts_file.exists():
+                hosts_file.unlink()
             fr = work / host / "fr_trace"
             if not any(fr.iterdir()):
                 fr.rmdir()
         anonymise(work)
         has_fr = any(work.glob("*/fr_trace/fr_*.json"))
+        shows_watchdog = any("WorkNCCL(SeqNum=" in p.read_text(errors="replace")
+                             for p in work.rglob("*.log"))
         (work / "expected.toml").write_text(
-            expected(run, name, version, ids, launcher_root_causes(work), has_fr))
+            expected(setup, run, name, ids, launcher_root_causes(work), has_fr, shows_watchdog))
         check = subprocess.run([sys.executable, str(HERE / "check_expected.py"), str(work)],
                                capture_output=True, text=True)
         if check.returncode != 0:
             problems.append("check_expected: " + (check.stdout + check.stderr).strip())
     took = time.monotonic() - started
     if problems:
-        print(f"{name}: NOT KEPT ({took:.0f} s, agents exit {codes}): {'; '.join(problems)}")
-        if keep_failed:
-            print(f"  its files: {work}")
+        print(f"{name}: NOT KEPT ({took:.0f} s, agents exit {codes}): {'; '.join(problems)}", flush=True)
+        if setup.keep_failed:
+            print(f"  its files: {work}", flush=True)
         else:
             shutil.rmtree(work)
         return False
-    target = FIXTURES / name
+    target = setup.out / name
     if target.exists():
         shutil.rmtree(target)
+    setup.out.mkdir(parents=True, exist_ok=True)
     shutil.move(work, target)
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
-    print(f"{name}: kept ({took:.0f} s, agents exit {codes}, {size // 1024} KiB)")
+    print(f"{name}: kept ({took:.0f} s, agents exit {codes}, {size // 1024} KiB)", flush=True)
     return True
 
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--venv", type=Path, help="a virtual environment with torch (from PyPI)")
+    torch_from = parser.add_mutually_exclusive_group(required=True)
+    torch_from.add_argument("--venv", type=Path, help="a virtual environment with torch (runs its torchrun)")
+    torch_from.add_argument("--python", help="a Python with torch (runs python -m torch.distributed.run)")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    parser.add_argument("--gpus", type=int, default=0, help="nccl: GPUs per node (runs with more ranks per node are skipped)")
+    parser.add_argument("--out", type=Path, default=FIXTURES, help="where the fixtures go")
     parser.add_argument("--only", nargs="*", default=[], help="scenario names or fixture names")
     parser.add_argument("--list", action="store_true", help="print the runs' names and stop")
     parser.add_argument("--keep-failed", action="store_true", help="leave a failed run's files in /tmp/faultline-dist")
     args = parser.parse_args(argv)
-    if args.venv is None or not (args.venv / "bin" / "torchrun").exists():
-        parser.error("--venv must name a virtual environment with torch installed")
-    version = torch_version(str(args.venv / "bin" / "python"))
-    runs = [r for r in RUNS if not args.only or r.scenario in args.only or r.name(version) in args.only]
+    if args.venv is not None:
+        if not (args.venv / "bin" / "torchrun").exists():
+            parser.error("--venv must name a virtual environment with torch installed")
+        python, launcher = str(args.venv / "bin" / "python"), (str(args.venv / "bin" / "torchrun"),)
+    else:
+        python, launcher = args.python, (args.python, "-m", "torch.distributed.run")
+    namespaces = shutil.which("unshare") is not None and os.geteuid() == 0
+    setup = Setup(launcher, torch_version(python), args.backend, args.out, namespaces, args.keep_failed)
+    runs = [r for r in RUNS if not args.only or r.scenario in args.only
+            or r.name(setup.version, setup.backend) in args.only]
     if args.list:
-        print("\n".join(r.name(version) for r in runs))
+        print("\n".join(r.name(setup.version, setup.backend) for r in runs))
         return 0
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        print("generate.py needs root and unshare(1): each agent gets its own host name", file=sys.stderr)
-        return 2
-    failed = [r.name(version) for r in runs if not generate(args.venv, r, version, args.keep_failed)]
+    skipped = [r for r in runs if (r.nnodes > 1 and not namespaces)
+               or (args.backend == "nccl" and r.nproc > args.gpus)]
+    for run in skipped:
+        why = "needs a GPU per rank" if args.backend == "nccl" and run.nproc > args.gpus else \
+            "two hosts need root and unshare(1)"
+        print(f"{run.name(setup.version, setup.backend)}: skipped ({why})", flush=True)
+    failed = [r.name(setup.version, setup.backend) for r in runs if r not in skipped and not generate(setup, r)]
     if failed:
         print(f"{len(failed)} of {len(runs)} runs not kept: {', '.join(failed)}", file=sys.stderr)
         return 1

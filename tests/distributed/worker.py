@@ -1,6 +1,6 @@
-"""One rank of a small data-parallel training job on gloo that fails the way --scenario says.
+"""One rank of a small data-parallel training job that fails the way --scenario says.
 
-    torchrun ... tests/distributed/worker.py --scenario NAME --root-rank R [--fail-step K]
+    torchrun ... tests/distributed/worker.py --scenario NAME --root-rank R [--fail-step K] [--backend nccl]
 
 Every rank trains the same small classifier on its shard of a random data set and averages its
 gradients with one ``all_reduce`` per step (one bucket, as DDP does for a small model). At step
@@ -15,19 +15,26 @@ gradients with one ``all_reduce`` per step (one bucket, as DDP does for a small 
   process group's timeout before the step's ``all_reduce``;
 - ``size_mismatch``: its model has one extra output class, so its gradient bucket is larger than
   the others' in the same ``all_reduce``;
-- ``sigkill``: it starts the step's ``all_reduce`` and is killed by SIGKILL (what the kernel's
-  out-of-memory killer sends) while the collective is in flight;
-- ``sigsegv``: it starts the step's ``all_reduce`` and dereferences a null pointer (a crash in a
-  native extension): a real SIGSEGV.
+- ``sigkill``: it is killed by SIGKILL (what the kernel's out-of-memory killer sends) during its
+  step, while the other ranks wait in the step's ``all_reduce``;
+- ``sigsegv``: it dereferences a null pointer during its step (a crash in a native extension): a
+  real SIGSEGV, while the other ranks wait in the step's ``all_reduce``.
+
+(A rank that starts its ``all_reduce`` and dies a moment later does not die "inside" it: the
+others are there, the collective completes, and they stall in the next one; the first runs of
+this script showed it, so the signal scenarios die before the collective.)
 
 Each rank prints one line with its identity when it starts; rank 0 prints the loss of each step.
 Nothing else is printed by this script: what follows a failure is what torch and torchrun print.
+With ``--backend nccl`` each rank computes on GPU LOCAL_RANK (the data set stays on the CPU, as a
+``Dataset``'s does, so the failures are the same ones).
 
 Where the installed torch records gloo collectives in its flight recorder (torch 2.8 and later:
 ``torch._C._distributed_c10d._dump_fr_trace_file``), a rank that leaves by an exception or by
 SIGTERM (torchrun stopping the job) first dumps its recorder to ``$TORCH_FR_DUMP_TEMP_FILE<rank>``
-as torch's own dump does (and to ``….json``): torch dumps NCCL's recorder on a timeout by itself, but not gloo's, so
-this script does it where a user following the flight-recorder tutorial would.
+as torch's own dump does (and to ``….json``): torch dumps NCCL's recorder on a timeout by itself,
+but not gloo's, so this script does it (for gloo only) where a user following the
+flight-recorder tutorial would.
 """
 
 import argparse
@@ -65,6 +72,7 @@ def parse_args(argv):
     parser.add_argument("--fail-step", type=int, default=4)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--timeout", type=float, default=10.0, help="process group timeout, seconds")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     return parser.parse_args(argv)
 
 
@@ -110,12 +118,12 @@ def parse_label(text):
     return int(float(text))
 
 
-def train(args, rank, world):
+def train(args, rank, world, device):
     torch.manual_seed(0)
     data = torch.randn(SAMPLES_PER_RANK * world, FEATURES)
     labels = torch.randint(0, CLASSES, (SAMPLES_PER_RANK * world,))
     classes = CLASSES + 1 if args.scenario == "size_mismatch" and rank == args.root_rank else CLASSES
-    model = torch.nn.Linear(FEATURES, classes)
+    model = torch.nn.Linear(FEATURES, classes).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     shard = range(rank * SAMPLES_PER_RANK, (rank + 1) * SAMPLES_PER_RANK)
     batch_size = 16
@@ -134,15 +142,14 @@ def train(args, rank, world):
         if failing and args.scenario == "raise_value":
             y = torch.tensor([parse_label(t) for t in ["1", "0", "n/a", "3"]])
             x = x[: len(y)]
+        x, y = x.to(device), y.to(device)
         optimizer.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         bucket = gradient_bucket(model)
-        if failing and args.scenario in ("sigkill", "sigsegv"):
-            dist.all_reduce(bucket, async_op=True)
-            time.sleep(0.5)
-            if args.scenario == "sigkill":
-                os.kill(os.getpid(), signal.SIGKILL)
+        if failing and args.scenario == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if failing and args.scenario == "sigsegv":
             ctypes.string_at(0)  # a null pointer read: SIGSEGV
         dist.all_reduce(bucket)
         bucket /= world
@@ -161,15 +168,19 @@ def train(args, rank, world):
 @record
 def main(argv):
     args = parse_args(argv)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
-    rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ["LOCAL_RANK"])
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    dist.init_process_group(args.backend, timeout=timedelta(seconds=args.timeout))
+    rank, world = dist.get_rank(), dist.get_world_size()
     print(f"rank {rank} of {world}, local rank {local_rank} on {socket.gethostname()}", flush=True)
-    dump = flight_recorder_dump()
+    dump = flight_recorder_dump() if args.backend == "gloo" else None
     if dump is not None:
         dump_on_sigterm(dump, rank)
     try:
-        train(args, rank, world)
+        train(args, rank, world, device)
     except BaseException:
         if dump is not None:
             dump(rank)
