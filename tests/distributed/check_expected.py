@@ -202,7 +202,7 @@ class Checker:
 
 
 def main(argv):
-    fixtures = [Path(a) for a in argv] or sorted(p for p in FIXTURES.iterdir() if p.is_dir())
+    fixtures = [Path(a).resolve() for a in argv] or sorted(p for p in FIXTURES.iterdir() if p.is_dir())
     classes = taxonomy_classes()
     problems = [p for fixture in fixtures for p in Checker(fixture, classes).check()]
     for problem in problems:
