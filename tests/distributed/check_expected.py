@@ -44,7 +44,7 @@ def flight_recorder_dumps(fixture):
     dumps = {}
     for path in fixture.glob("*/fr_trace/fr_*.json"):
         rank = int(path.stem.removeprefix("fr_"))
-        dumps[rank] = json.loads(path.read_text())["entries"]
+        dumps[rank] = json.loads(path.read_text()).get("entries", [])  # an empty recorder has none
     return dumps
 
 
@@ -202,7 +202,7 @@ class Checker:
 
 
 def main(argv):
-    fixtures = [Path(a) for a in argv] or sorted(p for p in FIXTURES.iterdir() if p.is_dir())
+    fixtures = [Path(a).resolve() for a in argv] or sorted(p for p in FIXTURES.iterdir() if p.is_dir())
     classes = taxonomy_classes()
     problems = [p for fixture in fixtures for p in Checker(fixture, classes).check()]
     for problem in problems:

@@ -101,6 +101,13 @@ class Setup:
         return HOSTS["host-a"] if self.namespaces else "127.0.0.1"
 
 
+def can_unshare():
+    """Whether agents can have host names of their own (root, and namespaces allowed here)."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    return subprocess.run(["unshare", "--uts", "--mount", "true"], capture_output=True).returncode == 0
+
+
 def torch_version(python):
     out = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], check=True,
                          capture_output=True, text=True).stdout.strip()
@@ -292,7 +299,7 @@ def main(argv):
         python, launcher = str(args.venv / "bin" / "python"), (str(args.venv / "bin" / "torchrun"),)
     else:
         python, launcher = args.python, (args.python, "-m", "torch.distributed.run")
-    namespaces = shutil.which("unshare") is not None and os.geteuid() == 0
+    namespaces = can_unshare()
     setup = Setup(launcher, torch_version(python), args.backend, args.out, namespaces, args.keep_failed)
     runs = [r for r in RUNS if not args.only or r.scenario in args.only
             or r.name(setup.version, setup.backend) in args.only]
