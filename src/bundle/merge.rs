@@ -28,7 +28,9 @@ const MAX_CASCADE_EVENTS: usize = 8;
 const PROVISIONAL: u32 = 1 << 31;
 
 /// Signals a process dies of by itself (a crash, the kernel's OOM killer), not the launcher's stop.
-const FATAL_SIGNALS: &[&str] = &["SIGKILL", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"];
+/// Not SIGABRT: gloo and NCCL abort the ranks left waiting (a size check, the watchdog), so an
+/// abort is as often a cascade as a failure of the rank's own.
+const FATAL_SIGNALS: &[&str] = &["SIGKILL", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL"];
 
 /// A time as read, before the bundle's year and clock offsets are known.
 #[derive(Debug, Clone, PartialEq, Eq)]
