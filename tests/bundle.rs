@@ -218,13 +218,30 @@ fn one_interleaved_log_is_split_by_its_rank_prefixes() {
 fn a_torchrun_error_file_gives_its_ranks_exception_and_time() {
     let error = r#"{"message": {"message": "IndexError: index 7 is out of bounds for dimension 0 with size 4", "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File \"job.py\", line 11, in main\nIndexError: index 7 is out of bounds for dimension 0 with size 4\n", "timestamp": "1795757937"}}}"#;
     let barrier = "[rank0]: RuntimeError: [Rank 0]: Ranks 2 failed to pass monitoredBarrier in 10000 ms\n";
+    let summary = "Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-27_05:51:51\n  host      : node-b\n  rank      : 6 (local_rank: 2)\n  exitcode  : 1 (pid: 29701)\n  error_file: /tmp/logs/run_x1/attempt_0/2/error.json\n  traceback : Traceback (most recent call last):\n  IndexError: index 7 is out of bounds for dimension 0 with size 4\n============================================================\n";
+    // The folder names a local rank: alone, it does not say the global one.
     let d = diagnose(&[
-        ("run/attempt_0/2/error.json", error.to_owned()),
-        ("run/attempt_0/0/stderr.log", barrier.to_owned()),
+        ("run_x1/attempt_0/2/error.json", error.to_owned()),
+        ("run_x1/attempt_0/0/stderr.log", barrier.to_owned()),
     ]);
     let f = first(&d);
-    assert_eq!((f.rank, f.kind), (Some(2), FaultKind::RankFailure));
+    assert_eq!((f.rank, f.kind), (None, FaultKind::RankFailure));
     assert!(f.at_us.is_some());
+    assert!(
+        d.warnings.iter().any(|w| w.code == "global_rank_unknown"),
+        "{:?}",
+        d.warnings
+    );
+    // torchrun's summary ties the folder's error file to global rank 6 on node-b.
+    let d = diagnose(&[
+        ("node-b/console.log", summary.to_owned()),
+        ("run_x1/attempt_0/2/error.json", error.to_owned()),
+    ]);
+    let f = first(&d);
+    assert_eq!(
+        (f.rank, f.host.as_deref(), f.local_rank),
+        (Some(6), Some("node-b"), Some(2))
+    );
 }
 
 #[test]

@@ -79,7 +79,7 @@ pub fn detect(name: &str, head: &[u8]) -> Detected {
         FileKind::InterleavedLog
     } else if ranks.is_empty() && elastic > 0 && elastic * 4 >= lines {
         FileKind::LauncherLog
-    } else if !ranks.is_empty() || rank_from_name(name).is_some() {
+    } else if !ranks.is_empty() || rank_from_name(name).is_some() || torchrun_slot(name).is_some() {
         FileKind::RankLog
     } else {
         FileKind::Unknown
@@ -112,8 +112,9 @@ pub fn is_kernel_line(line: &str) -> bool {
     super::stamp::syslog_at_start(s).is_some() && (s.contains(" kernel: ") || s.contains("NVRM"))
 }
 
-/// The rank a file's name suggests: `rank3.log`, `worker-3.out`, torchrun's
-/// `attempt_0/3/stderr.log` (its local rank), a dump's `nccl_trace_rank_3`.
+/// The global rank a file's name suggests: `rank3.log`, `worker-3.out`, a dump's
+/// `nccl_trace_rank_7`. torchrun's `attempt_N/<local_rank>/` folders name a local rank: see
+/// [`torchrun_slot`].
 pub fn rank_from_name(name: &str) -> Option<u32> {
     let lower = name.to_ascii_lowercase();
     let base = lower.rsplit('/').next().unwrap_or(&lower);
@@ -126,16 +127,47 @@ pub fn rank_from_name(name: &str) -> Option<u32> {
             }
         }
     }
-    // torchrun --log-dir: `<run>/attempt_N/<local_rank>/{stdout,stderr}.log` and `error.json`.
-    let parts: Vec<&str> = lower.split('/').collect();
-    if parts.len() >= 2 {
-        let folder = parts[parts.len() - 2];
-        let in_attempt = parts.len() >= 3 && parts[parts.len() - 3].starts_with("attempt_");
-        if in_attempt && !folder.is_empty() && folder.bytes().all(|b| b.is_ascii_digit()) {
-            return folder.parse().ok();
-        }
-    }
     None
+}
+
+/// The rank a flight-recorder dump's name gives: PyTorch writes each rank's dump to the prefix
+/// it was given (`TORCH_FR_DUMP_TEMP_FILE`, `/tmp/nccl_trace_rank_` by default) followed by the
+/// global rank, so the digits that end the name are the rank.
+pub fn dump_rank_from_name(name: &str) -> Option<u32> {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let stem = base.strip_suffix(".json").unwrap_or(base);
+    let digits = stem.len() - stem.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 {
+        return rank_from_name(name);
+    }
+    stem[stem.len() - digits..].parse().ok()
+}
+
+/// One worker's folder of torchrun's `--log-dir`: `<run id>_<random>/attempt_N/<local_rank>/`.
+/// The `<run id>_<random>` folder is made by one agent (one node), so the agent and the local rank
+/// name a worker; its global rank comes from the files' content.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slot {
+    /// `<run id>_<random>/attempt_N`: one agent's attempt.
+    pub agent: String,
+    /// The local rank.
+    pub local_rank: u32,
+}
+
+/// The torchrun worker folder a path lies in, if it does.
+pub fn torchrun_slot(name: &str) -> Option<Slot> {
+    let parts: Vec<&str> = name.split(['/', '\\']).filter(|p| !p.is_empty()).collect();
+    let at = parts
+        .iter()
+        .rposition(|p| p.starts_with("attempt_") && p[8..].bytes().all(|b| b.is_ascii_digit()))?;
+    let local = parts.get(at + 1)?;
+    if at == 0 || local.is_empty() || !local.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(Slot {
+        agent: format!("{}/{}", parts[at - 1], parts[at]),
+        local_rank: local.parse().ok()?,
+    })
 }
 
 /// The host a kernel log's name suggests: its folder (`node-3/dmesg.txt`), or its name without
@@ -232,7 +264,23 @@ mod tests {
     fn names_suggest_ranks_and_hosts() {
         assert_eq!(rank_from_name("logs/rank12.log"), Some(12));
         assert_eq!(rank_from_name("trace/nccl_trace_rank_7"), Some(7));
-        assert_eq!(rank_from_name("run/attempt_0/3/stderr.log"), Some(3));
+        assert_eq!(rank_from_name("run/attempt_0/3/stderr.log"), None);
+        assert_eq!(
+            torchrun_slot("host-b/logs/job_0axn/attempt_0/3/stderr.log"),
+            Some(Slot {
+                agent: "job_0axn/attempt_0".to_owned(),
+                local_rank: 3
+            })
+        );
+        assert_eq!(
+            torchrun_slot("/tmp/x/job_0axn/attempt_1/12/error.json").map(|s| s.local_rank),
+            Some(12)
+        );
+        assert_eq!(torchrun_slot("attempt_0/3/stderr.log"), None);
+        assert_eq!(dump_rank_from_name("host-a/fr_trace/fr_11"), Some(11));
+        assert_eq!(dump_rank_from_name("fr_trace/fr_3.json"), Some(3));
+        assert_eq!(dump_rank_from_name("/tmp/nccl_trace_rank_7"), Some(7));
+        assert_eq!(dump_rank_from_name("dump.pkl"), None);
         assert_eq!(rank_from_name("run/2024/stderr.log"), None);
         assert_eq!(rank_from_name("train.log"), None);
         assert_eq!(host_from_name("node-3/dmesg.txt").as_deref(), Some("node-3"));

@@ -40,6 +40,8 @@ impl Clock {
 
 /// Builds the diagnosis.
 pub fn finish(mut state: State) -> BundleDiagnosis {
+    state.resolve_slots();
+    state.promote_fatal_exits();
     fill_hosts(&mut state);
     enrich_gpus(&mut state);
     let year = state.year.unwrap_or(FALLBACK_YEAR);
@@ -51,7 +53,7 @@ pub fn finish(mut state: State) -> BundleDiagnosis {
     let election = elect(&state, &clock, &collectives, &xids);
     let first_fault = election.as_ref().map(|e| e.fault.clone());
     let root_rank = first_fault.as_ref().and_then(|f| f.rank);
-    let cascades = fold_cascades(&state, root_rank);
+    let cascades = fold_cascades(&state, &root_ranks(first_fault.as_ref(), &collectives));
     let mut missing = missing(&state, &coverage, first_fault.as_ref());
     if let Some(e) = &election {
         missing.extend(e.missing.iter().cloned());
@@ -420,14 +422,14 @@ fn coverage(state: &State) -> Coverage {
         .max()
         .filter(|n| *n > 0);
     let printed = state.world.iter().max_by_key(|(n, _)| *n).cloned();
-    let highest = state.ranks.keys().next_back().map(|r| r + 1);
     let (world_size, from) = match (printed, dump_ranks) {
         (Some((n, at)), _) => (Some(n), Some(format!("printed at {at}"))),
         (None, Some(n)) => (
             u32::try_from(n).ok(),
             Some("a flight-recorder dump's group".to_owned()),
         ),
-        (None, None) => (highest, highest.map(|_| "the highest rank seen".to_owned())),
+        // The highest rank seen is only a lower bound: the world size stays unknown.
+        (None, None) => (None, None),
     };
     let with_log: Vec<u32> = state
         .ranks
@@ -897,11 +899,30 @@ fn elect_without_faults(state: &State, clock: &Clock, collectives: &[GroupStall]
     })
 }
 
+/// The ranks the first fault is about: its rank, or in a desync every rank that called something
+/// other than the majority (all of them when there is no majority).
+fn root_ranks(fault: Option<&FirstFault>, collectives: &[GroupStall]) -> BTreeSet<u32> {
+    let mut out: BTreeSet<u32> = fault.and_then(|f| f.rank).into_iter().collect();
+    if fault.is_some_and(|f| f.kind == FaultKind::Desync)
+        && let Some(desync) = collectives.iter().find_map(|g| g.desync.first())
+    {
+        let majority = desync.calls.len() > 1 && desync.calls[0].ranks.len() > desync.calls[1].ranks.len();
+        out.extend(
+            desync
+                .calls
+                .iter()
+                .skip(usize::from(majority))
+                .flat_map(|c| c.ranks.iter().copied()),
+        );
+    }
+    out
+}
+
 /// Ranks that only followed the first fault, folded by what they show.
-fn fold_cascades(state: &State, root: Option<u32>) -> Vec<Cascade> {
+fn fold_cascades(state: &State, roots: &BTreeSet<u32>) -> Vec<Cascade> {
     let mut groups: BTreeMap<(CascadeKind, Option<CollectiveRef>), Vec<u32>> = BTreeMap::new();
     for (rank, r) in &state.ranks {
-        if Some(*rank) == root || r.own.is_some() {
+        if roots.contains(rank) || r.own.is_some() {
             continue;
         }
         let Some(first) = r.cascades.iter().min_by_key(|c| c.kind) else {

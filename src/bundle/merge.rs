@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::detect::{Detected, host_from_name, rank_from_name};
+use super::detect::{Detected, Slot, dump_rank_from_name, host_from_name, rank_from_name, torchrun_slot};
 use super::scan::{LineFact, LogFacts};
 use super::signals::Signal;
 use super::sources::{self, Dump, HealthFailure};
@@ -22,6 +22,15 @@ use crate::rules::RuleSet;
 
 /// Cascade events kept per rank.
 const MAX_CASCADE_EVENTS: usize = 8;
+
+/// The first key given to a torchrun worker folder whose global rank is not known yet (no job has
+/// this many ranks: [`State::resolve_slots`] replaces every such key before the election).
+const PROVISIONAL: u32 = 1 << 31;
+
+/// Signals a process dies of by itself (a crash, the kernel's OOM killer), not the launcher's stop.
+/// Not SIGABRT: gloo and NCCL abort the ranks left waiting (a size check, the watchdog), so an
+/// abort is as often a cascade as a failure of the rank's own.
+const FATAL_SIGNALS: &[&str] = &["SIGKILL", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL"];
 
 /// A time as read, before the bundle's year and clock offsets are known.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +158,57 @@ pub struct RankState {
     pub launcher_root: bool,
 }
 
+impl RankState {
+    /// Adds what another key learned of the same rank (a torchrun worker folder's files).
+    fn absorb(&mut self, other: RankState) {
+        if self.host.is_none() {
+            self.host = other.host;
+        }
+        self.local_rank = self.local_rank.or(other.local_rank);
+        self.gpu.merge(&other.gpu);
+        self.files.extend(other.files);
+        self.has_log |= other.has_log;
+        if let Some(own) = other.own {
+            keep_earliest(&mut self.own, own);
+        }
+        for c in other.cascades {
+            push_cascade(self, c);
+        }
+        if self.exit.is_none() {
+            self.exit = other.exit;
+        }
+        for (pg, group) in other.groups {
+            let mine = self.groups.entry(pg).or_default();
+            mine.timed_out = match (mine.timed_out, group.timed_out) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            mine.enqueued = mine.enqueued.max(group.enqueued);
+            mine.completed = mine.completed.max(group.completed);
+            for (seq, call) in group.calls {
+                mine.calls.entry(seq).or_insert(call);
+            }
+        }
+        if self.dump.is_none() {
+            self.dump = other.dump;
+        }
+        self.launcher_root |= other.launcher_root;
+    }
+}
+
+/// A row of torchrun's failure summary: which worker of which host had which global rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryRow {
+    /// The worker folder of its error file, when the row names one.
+    pub slot: Option<Slot>,
+    /// Host.
+    pub host: Option<String>,
+    /// Local rank.
+    pub local_rank: Option<u32>,
+    /// Global rank.
+    pub global_rank: Option<u32>,
+}
+
 /// An Xid as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct XidSeen {
@@ -200,6 +260,12 @@ pub struct State {
     pub mismatches: Vec<MismatchSeen>,
     /// The first full year a stamp showed.
     pub year: Option<i32>,
+    /// Provisional keys of torchrun worker folders (`attempt_N/<local_rank>/`) read so far.
+    pub slots: BTreeMap<Slot, u32>,
+    /// Global ranks the folders' own content gave (a `[rankN]:` prefix).
+    pub slot_ranks: BTreeMap<Slot, u32>,
+    /// torchrun's summary rows.
+    pub summary_rows: Vec<SummaryRow>,
     /// Problems with the bundle.
     pub warnings: Vec<Warning>,
 }
@@ -213,7 +279,16 @@ static JOURNAL_HOST: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The exceptions a launcher raises about its children, not a failure of a rank's own.
-const LAUNCHER_EXCEPTIONS: &[&str] = &["ChildFailedError", "SignalException", "RendezvousClosedError"];
+const LAUNCHER_EXCEPTIONS: &[&str] = &[
+    "ChildFailedError",
+    "SignalException",
+    "RendezvousClosedError",
+    "RendezvousConnectionError",
+    "RendezvousTimeoutError",
+    "RendezvousStateError",
+    "RendezvousGracefulExitError",
+    "RendezvousError",
+];
 
 impl State {
     /// An empty state.
@@ -229,6 +304,9 @@ impl State {
             world: Vec::new(),
             mismatches: Vec::new(),
             year: None,
+            slots: BTreeMap::new(),
+            slot_ranks: BTreeMap::new(),
+            summary_rows: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -240,6 +318,154 @@ impl State {
 
     fn rank(&mut self, rank: u32) -> &mut RankState {
         self.ranks.entry(rank).or_default()
+    }
+
+    /// The key a torchrun worker folder's facts are kept under until its global rank is known.
+    fn slot_key(&mut self, slot: Slot) -> u32 {
+        let next = PROVISIONAL + self.slots.len() as u32;
+        let key = *self.slots.entry(slot.clone()).or_insert(next);
+        self.rank(key).local_rank = Some(slot.local_rank);
+        key
+    }
+
+    /// The rank a file speaks for: its name's global rank, else its torchrun worker folder's
+    /// provisional key.
+    fn rank_of_name(&mut self, name: &str) -> Option<u32> {
+        rank_from_name(name).or_else(|| torchrun_slot(name).map(|slot| self.slot_key(slot)))
+    }
+
+    /// Gives each torchrun worker folder its global rank, from its files' `[rankN]:` prefixes or
+    /// from torchrun's summary (a row whose error file lies in the folder, or the row of the same
+    /// host and local rank). A folder's local rank is never taken for its global rank: on a
+    /// multi-node job they differ. A folder left without one keeps its failure as a failure of an
+    /// unknown rank, and says so.
+    pub fn resolve_slots(&mut self) {
+        let mut resolved = self.slot_ranks.clone();
+        let mut agent_host: BTreeMap<String, String> = BTreeMap::new();
+        let mut host_local: BTreeMap<(String, u32), u32> = BTreeMap::new();
+        for row in &self.summary_rows {
+            if let (Some(slot), Some(global)) = (&row.slot, row.global_rank) {
+                resolved.entry(slot.clone()).or_insert(global);
+            }
+            if let (Some(slot), Some(host)) = (&row.slot, &row.host) {
+                agent_host
+                    .entry(slot.agent.clone())
+                    .or_insert_with(|| host.clone());
+            }
+            if let (Some(host), Some(local), Some(global)) = (&row.host, row.local_rank, row.global_rank) {
+                host_local.entry((host.clone(), local)).or_insert(global);
+            }
+        }
+        // An agent that ran as many workers as the job has ranks ran the whole job on one node,
+        // where torchrun gives each worker its local rank as its global rank.
+        if let Some(world) = self.known_world_size() {
+            let mut per_agent: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+            for slot in self.slots.keys() {
+                per_agent.entry(&slot.agent).or_default().insert(slot.local_rank);
+            }
+            for (agent, locals) in per_agent {
+                let whole_job = locals.len() == world as usize && locals.iter().copied().eq(0..world);
+                let agrees = resolved
+                    .iter()
+                    .all(|(slot, global)| slot.agent != agent || slot.local_rank == *global);
+                if whole_job && agrees {
+                    for local in locals {
+                        let slot = Slot {
+                            agent: agent.to_owned(),
+                            local_rank: local,
+                        };
+                        resolved.entry(slot).or_insert(local);
+                    }
+                }
+            }
+        }
+        let mut keys: BTreeMap<u32, Option<u32>> = BTreeMap::new();
+        for (slot, key) in std::mem::take(&mut self.slots) {
+            let Some(mut state) = self.ranks.remove(&key) else {
+                continue;
+            };
+            let host = agent_host.get(&slot.agent).cloned();
+            let global = resolved.get(&slot).copied().or_else(|| {
+                host.as_ref()
+                    .and_then(|h| host_local.get(&(h.clone(), slot.local_rank)).copied())
+            });
+            if state.host.is_none() {
+                state.host = host;
+            }
+            keys.insert(key, global);
+            match global {
+                Some(global) => self.rank(global).absorb(state),
+                None => {
+                    self.warnings.push(Warning::new(
+                        "global_rank_unknown",
+                        format!(
+                            "torchrun's worker folder {} (local rank {}): no file says its global rank (a `[rankN]:` prefix, torchrun's failure summary); its failure is kept as one of an unknown rank",
+                            slot.agent, slot.local_rank
+                        ),
+                        None,
+                    ));
+                    if let Some(mut own) = state.own {
+                        for e in &mut own.evidence {
+                            e.rank = None;
+                        }
+                        own.place.host = own.place.host.or(state.host);
+                        self.unranked.push(own);
+                    }
+                }
+            }
+        }
+        for file in &mut self.files {
+            let ranks: BTreeSet<u32> = file
+                .ranks
+                .iter()
+                .filter_map(|r| {
+                    if *r < PROVISIONAL {
+                        Some(*r)
+                    } else {
+                        keys.get(r).copied().flatten()
+                    }
+                })
+                .collect();
+            file.ranks = ranks.into_iter().collect();
+        }
+    }
+
+    /// The job's world size, when a file says it (a printed world size, a dump's default group).
+    pub fn known_world_size(&self) -> Option<u32> {
+        let printed = self.world.iter().map(|(n, _)| *n).max();
+        let dumped = self
+            .ranks
+            .values()
+            .filter_map(|r| r.dump.as_ref()?.groups.get("0").map(|g| g.ranks.len()))
+            .max()
+            .filter(|n| *n > 0)
+            .and_then(|n| u32::try_from(n).ok());
+        printed.or(dumped)
+    }
+
+    /// A rank killed by a signal of its own (a crash, the OOM killer), with no failure and no
+    /// cascade in its output, failed by itself: the signal is its failure.
+    pub fn promote_fatal_exits(&mut self) {
+        for (rank, state) in &mut self.ranks {
+            let Some(exit) = &state.exit else { continue };
+            let Some(signal) = exit.signal.as_deref().filter(|s| FATAL_SIGNALS.contains(s)) else {
+                continue;
+            };
+            if state.own.is_some() || !state.cascades.is_empty() {
+                continue;
+            }
+            state.own = Some(OwnFault {
+                class: signal.to_owned(),
+                place: exit.place.clone(),
+                finding: None,
+                evidence: vec![EvidenceLine {
+                    line: exit.place.line,
+                    text: exit.place.text.clone(),
+                    rank: Some(*rank),
+                    repeats: None,
+                }],
+            });
+        }
     }
 
     fn see_year(&mut self, year: Option<i32>) {
@@ -274,9 +500,8 @@ impl State {
             diagnosis: None,
             warnings: Vec::new(),
         };
-        let name_rank = rank_from_name(name);
         match kind {
-            FileKind::FlightRecorder => match (sources::read_dump(bytes), name_rank) {
+            FileKind::FlightRecorder => match (sources::read_dump(bytes), dump_rank_from_name(name)) {
                 (Ok(dump), Some(rank)) => {
                     file.ranks.push(rank);
                     let state = self.rank(rank);
@@ -285,13 +510,16 @@ impl State {
                 }
                 (Ok(_), None) => file.warnings.push(Warning::new(
                     "dump_rank_unknown",
-                    "a flight-recorder dump holds no rank; name it like PyTorch does (`nccl_trace_rank_3`) so its rank can be read",
+                    "a flight-recorder dump holds no rank; keep the name PyTorch gave it (its prefix and the rank, `nccl_trace_rank_3`) so its rank can be read",
                     None,
                 )),
                 (Err(e), _) => file.warnings.push(Warning::new("dump_unreadable", e, None)),
             },
             FileKind::ErrorFile => match sources::read_error_file(bytes) {
-                Ok(error) => self.error_file(rules, name, name_rank, error, &mut file),
+                Ok(error) => {
+                    let rank = self.rank_of_name(name);
+                    self.error_file(rules, name, rank, error, &mut file);
+                }
                 Err(e) => file.warnings.push(Warning::new("error_file_unreadable", e, None)),
             },
             FileKind::NvidiaSmi => {
@@ -459,17 +687,27 @@ impl State {
                 _ => None,
             })
             .collect();
+        let slot = torchrun_slot(name);
         let file_rank = match detected.kind {
             FileKind::RankLog | FileKind::Unknown => match detected.prefixed_ranks.len() {
-                1 => detected.prefixed_ranks.iter().next().copied(),
-                _ => rank_from_name(name).or_else(|| {
-                    (label_ranks.len() == 1)
-                        .then(|| label_ranks.iter().next().copied())
-                        .flatten()
-                }),
+                1 => {
+                    let rank = detected.prefixed_ranks.iter().next().copied();
+                    if let (Some(slot), Some(rank)) = (slot, rank) {
+                        self.slot_ranks.entry(slot).or_insert(rank);
+                    }
+                    rank
+                }
+                _ => rank_from_name(name)
+                    .or_else(|| slot.map(|slot| self.slot_key(slot)))
+                    .or_else(|| {
+                        (label_ranks.len() == 1)
+                            .then(|| label_ranks.iter().next().copied())
+                            .flatten()
+                    }),
             },
             _ => None,
         };
+        self.summary_rows_of(&analysis, &facts);
         let mut seen_ranks = BTreeSet::new();
         let mut hosts = BTreeSet::new();
         let mut cascade_lines = BTreeSet::new();
@@ -649,14 +887,35 @@ impl State {
                     enqueued,
                     completed,
                 } => {
+                    // The watchdog found the work at `at` failed or timed out: a cascade like a
+                    // timeout line (a rank may print only this one).
+                    cascade |= at.is_some();
                     let Some(rank) = rank else { continue };
                     let pg = pg.clone().unwrap_or_else(|| self.guess_pg(rank, *at));
-                    let group = self.rank(rank).groups.entry(pg).or_default();
+                    let state = self.rank(rank);
+                    let group = state.groups.entry(pg.clone()).or_default();
                     if let Some(at) = at {
                         group.timed_out = Some(group.timed_out.map_or(*at, |t| t.min(*at)));
                     }
                     group.enqueued = enqueued.or(group.enqueued);
                     group.completed = completed.or(group.completed);
+                    let op = at
+                        .and_then(|seq| group.calls.get(&seq))
+                        .and_then(|c| c.op.clone());
+                    let known = state.cascades.iter().any(|c| {
+                        c.kind == CascadeKind::Timeout && c.collective.as_ref().is_some_and(|k| k.seq == *at)
+                    });
+                    if at.is_some() && !known {
+                        push_cascade(
+                            state,
+                            CascadeEvent {
+                                kind: CascadeKind::Timeout,
+                                collective: Some(CollectiveRef { pg, seq: *at, op }),
+                                blamed: Vec::new(),
+                                place: place(),
+                            },
+                        );
+                    }
                 }
                 Signal::PeerLost { blamed } => {
                     cascade = true;
@@ -748,7 +1007,7 @@ impl State {
                         ..GpuRef::default()
                     },
                 )),
-                Signal::LabelRank(_) => {}
+                Signal::LabelRank(_) | Signal::ErrorFilePath(_) => {}
             }
         }
         if let (Some(rank), Some(h)) = (rank, &host) {
@@ -775,6 +1034,30 @@ impl State {
                     .and_then(|g| g.keys().next().cloned())
             })
             .unwrap_or_else(|| "0".to_owned())
+    }
+
+    /// torchrun's summary rows, each tied to the worker folder of its error file when it names one.
+    fn summary_rows_of(&mut self, analysis: &Analysis, facts: &LogFacts) {
+        for event in &analysis.parsed.events {
+            let EventKind::ChildFailure(child) = &event.kind else {
+                continue;
+            };
+            let slot = facts
+                .facts
+                .iter()
+                .filter(|f| event.lines.start <= f.line && f.line <= event.lines.end)
+                .flat_map(|f| &f.signals)
+                .find_map(|s| match s {
+                    Signal::ErrorFilePath(path) => torchrun_slot(path),
+                    _ => None,
+                });
+            self.summary_rows.push(SummaryRow {
+                slot,
+                host: child.host.clone(),
+                local_rank: child.local_rank,
+                global_rank: child.global_rank,
+            });
+        }
     }
 
     /// torchrun's summary of its failed children: host, local rank, exit, first observed failure.
@@ -804,7 +1087,7 @@ impl State {
                     .signal
                     .clone()
                     .or_else(|| child.exitcode.and_then(super::signals::signal_name));
-                if matches!(signal.as_deref(), Some("SIGTERM" | "SIGKILL" | "SIGINT"))
+                if matches!(signal.as_deref(), Some("SIGTERM" | "SIGINT" | "SIGHUP"))
                     && !state.launcher_root
                     && state.cascades.len() < MAX_CASCADE_EVENTS
                 {

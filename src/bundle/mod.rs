@@ -21,7 +21,9 @@ pub mod stamp;
 pub mod xid;
 
 pub use archive::{ArchiveError, ArchiveKind, ArchiveLimits, archive_kind, read_archive};
-pub use detect::{HEAD_BYTES, detect, host_from_name, rank_from_name};
+pub use detect::{
+    HEAD_BYTES, Slot, detect, dump_rank_from_name, host_from_name, rank_from_name, torchrun_slot,
+};
 
 use std::io::{self, Read};
 

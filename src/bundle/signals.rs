@@ -127,6 +127,9 @@ pub enum Signal {
     WorldSize(u32),
     /// The rank an NCCL label names (`[PG 0 Rank 3]`), for lines without a rank prefix.
     LabelRank(u32),
+    /// torchrun's summary names a worker's error file (`error_file: …/attempt_0/2/error.json`):
+    /// with the summary's rank and host, it ties that worker folder to a global rank.
+    ErrorFilePath(String),
     /// An NVIDIA Xid.
     Xid {
         /// The code.
@@ -218,7 +221,7 @@ pub fn read(text: &str) -> Vec<Signal> {
             .filter_map(|r| r.trim().parse().ok())
             .collect();
         out.push(Signal::PeerLost { blamed });
-    } else if re!(r"Connection (?:closed|reset) by peer|remote process exited or there was a network error|ncclRemoteError|Socket Timeout|Broken pipe").is_match(text) {
+    } else if re!(r"Connection (?:closed|reset) by peer|received errors while waiting for send/recv from rank|remote process exited or there was a network error|ncclRemoteError|Socket Timeout|Broken pipe").is_match(text) {
         out.push(Signal::PeerLost { blamed: Vec::new() });
     }
     if text.contains("running collective: CollectiveFingerPrint") {
@@ -249,6 +252,11 @@ pub fn read(text: &str) -> Vec<Signal> {
         || text.contains("Received data size doesn't match expected size")
     {
         out.push(Signal::Mismatch { calls: Vec::new() });
+    }
+    if let Some(c) = re!(r"^\s*error_file\s*:\s*(?P<path>\S+)$").captures(text)
+        && c["path"] != *"<N/A>"
+    {
+        out.push(Signal::ErrorFilePath(c["path"].to_owned()));
     }
     if let Some(c) = re!(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)").captures(text) {
         let code: Option<i32> = num(&c, "code");

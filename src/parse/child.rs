@@ -21,6 +21,9 @@ struct Entry {
     failure: ChildFailure,
     /// The `exitcode : …` line, the entry's key line.
     text: Option<String>,
+    /// Whether its `traceback :` field was read: the lines after it, up to the next entry or
+    /// rule, are that traceback (torch 2 prints a whole Python traceback there).
+    in_traceback: bool,
 }
 
 /// Builds `ChildFailure` events.
@@ -64,6 +67,7 @@ impl ChildFailures {
                     ..ChildFailure::default()
                 },
                 text: None,
+                in_traceback: false,
             });
         } else if let Some(c) =
             regex!(r"^(?P<k>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<v>.*)$").captures(text)
@@ -74,10 +78,17 @@ impl ChildFailures {
                 if &c["k"] == "exitcode" {
                     entry.text = Some(text.to_owned());
                 }
+                entry.in_traceback = &c["k"] == "traceback";
             }
         } else if text == "<NO_OTHER_FAILURES>" || text.is_empty() {
         } else if text.starts_with("----------") {
             self.flush(out);
+        } else if let Some(entry) = self
+            .entry
+            .as_mut()
+            .filter(|e| e.in_traceback && !text.starts_with("====="))
+        {
+            entry.lines.extend_to(line.number);
         } else {
             // `=====` closes the summary; anything else means it was cut.
             self.flush(out);
@@ -199,5 +210,40 @@ Root Cause (first observed failure):
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_child_whose_traceback_spans_lines_does_not_end_the_summary() {
+        let log = "\
+Failures:
+[1]:
+  time      : 2026-11-27_05:58:29
+  host      : host-b
+  rank      : 7 (local_rank: 1)
+  exitcode  : 1 (pid: 6508)
+  error_file: /tmp/run/logs/job_fnz/attempt_0/1/error.json
+  traceback : Traceback (most recent call last):
+    File \"/venv/torch/distributed/distributed_c10d.py\", line 4181, in all_reduce
+      work.wait()
+  RuntimeError: Timed out waiting 22000ms for recv operation to complete
+
+[2]:
+  time      : 2026-11-27_05:58:29
+  host      : host-b
+  rank      : 9 (local_rank: 3)
+  exitcode  : -15 (pid: 6523)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 6523
+============================================================
+";
+        let ranks: Vec<(Option<u32>, Option<u32>)> = parse_str(log)
+            .events
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::ChildFailure(c) => Some((c.global_rank, c.local_rank)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ranks, vec![(Some(7), Some(1)), (Some(9), Some(3))]);
     }
 }
