@@ -80,6 +80,12 @@ pub struct Config {
     pub replay_lease_secs: u64,
     /// Leases of a job before it is failed.
     pub replay_max_attempts: u32,
+    /// A GPU or host that was the first fault of this many jobs' incidents is flagged on the
+    /// repeat-offender list.
+    pub offender_threshold: u32,
+    /// Most bytes the `.zip` / `.tar.gz` files of one request may inflate to, all together: a
+    /// bigger archive (a zip bomb) is refused.
+    pub bundle_max_inflated_bytes: usize,
 }
 
 impl Default for Config {
@@ -111,6 +117,8 @@ impl Default for Config {
             replay_backend: crate::replay::BackendChoice::Auto,
             replay_lease_secs: 60,
             replay_max_attempts: 3,
+            offender_threshold: 3,
+            bundle_max_inflated_bytes: 256 << 20,
         }
     }
 }
@@ -144,6 +152,8 @@ impl std::fmt::Debug for Config {
             .field("replay_backend", &self.replay_backend)
             .field("replay_lease_secs", &self.replay_lease_secs)
             .field("replay_max_attempts", &self.replay_max_attempts)
+            .field("offender_threshold", &self.offender_threshold)
+            .field("bundle_max_inflated_bytes", &self.bundle_max_inflated_bytes)
             .finish()
     }
 }
@@ -317,6 +327,12 @@ impl Config {
         }
         if let Some(v) = get("FAULTLINE_REPLAY_BACKEND") {
             self.replay_backend = parse("FAULTLINE_REPLAY_BACKEND", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_OFFENDER_THRESHOLD") {
+            self.offender_threshold = parse("FAULTLINE_OFFENDER_THRESHOLD", v)?;
+        }
+        if let Some(v) = get("FAULTLINE_BUNDLE_MAX_INFLATED_BYTES") {
+            self.bundle_max_inflated_bytes = parse("FAULTLINE_BUNDLE_MAX_INFLATED_BYTES", v)?;
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod app;
+pub mod bundle;
 pub mod cli;
 pub mod config;
 pub mod diagnose;

@@ -36,6 +36,7 @@ fn map() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
         "replay",
         "eval",
         "output",
+        "bundle",
     ];
     for module in core {
         let mut forbidden = EDGES.to_vec();

@@ -8,6 +8,7 @@ mod server;
 mod support;
 
 use faultline::config::Config;
+use serde_json::json;
 use server::TestServer;
 use support::webdriver::{Browser, available};
 
@@ -193,6 +194,7 @@ fn pages_answer_in_the_site_style_with_security_headers() {
         "/groups",
         "/rules",
         "/rules/assert.generic",
+        "/offenders",
         "/static/app.css",
         "/static/app.js",
     ] {
@@ -262,6 +264,112 @@ fn pages_answer_in_the_site_style_with_security_headers() {
     let big = server.post_form("/analyze", "multipart/form-data; boundary=b", body.as_bytes());
     assert_eq!(big.status, 413, "{}", big.body);
     assert!(big.body.contains("4 KiB"), "{}", big.body);
+}
+
+/// The PyTorch watchdog's line on a rank left waiting in ALLREDUCE SeqNum 41.
+fn watchdog_timeout(rank: u32) -> String {
+    format!(
+        "[rank{rank}]:[E1127 05:10:10.000000 ProcessGroupNCCL.cpp:607] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.\n"
+    )
+}
+
+/// Four ranks' logs: rank 2 raises at 05:00:10, the others time out waiting for it ten minutes on.
+fn four_rank_logs() -> Vec<(String, String)> {
+    (0..4)
+        .map(|rank| {
+            let text = if rank == 2 {
+                "[rank2]:[I1127 05:00:10.000000 train.py:10] step 41\n[rank2]: Traceback (most recent call last):\n[rank2]:   File \"train.py\", line 12, in <module>\n[rank2]:     x = table[idx]\n[rank2]: IndexError: index 7 is out of bounds for dimension 0 with size 4\n".to_owned()
+            } else {
+                watchdog_timeout(rank)
+            };
+            (format!("rank{rank}.log"), text)
+        })
+        .collect()
+}
+
+/// What a bundle's incident page must show: the first fault named, and the timeline drawn with
+/// it marked on rank 2's row.
+fn the_page_shows_rank_2_failed_first(browser: &Browser) {
+    assert!(
+        browser.text("#first-fault-h").contains("rank 2"),
+        "{}",
+        browser.text("#first-fault-h")
+    );
+    browser.find("svg.timeline .mark.first-fault");
+    assert!(
+        browser
+            .text("svg.timeline .row-label.first")
+            .starts_with("rank 2")
+    );
+    assert_eq!(
+        browser
+            .execute(
+                "return document.querySelectorAll('svg.timeline .mark.cascade').length;",
+                json!([])
+            )
+            .as_u64(),
+        Some(3),
+        "the three waiting ranks are greyed"
+    );
+    assert!(browser.text(".cascades").contains("3 ranks"));
+}
+
+#[test]
+fn a_teammate_drops_every_ranks_log_and_sees_which_rank_failed_first() {
+    if !available() {
+        return;
+    }
+    let db = support::TempDb::new("browser-bundle");
+    let server = TestServer::start(Config {
+        database: db.url(),
+        ..Config::default()
+    });
+    let browser = Browser::start();
+    let logs = four_rank_logs();
+
+    // Dropped on the form: the script puts the files in the file input.
+    browser.goto(&server.url("/"));
+    let drop = "const [files] = arguments;
+        const data = new DataTransfer();
+        for (const [name, text] of files) data.items.add(new File([text], name, { type: 'text/plain' }));
+        const form = document.querySelector('form[data-drop]');
+        form.dispatchEvent(new DragEvent('dragover', { dataTransfer: data, bubbles: true, cancelable: true }));
+        form.dispatchEvent(new DragEvent('drop', { dataTransfer: data, bubbles: true, cancelable: true }));
+        return document.querySelector('#file').files.length;";
+    let dropped = browser.execute(drop, json!([logs]));
+    assert_eq!(dropped.as_u64(), Some(4), "{dropped}");
+    assert!(browser.text("#dropped").starts_with("4 files: rank0.log"));
+    browser.click("button.primary");
+    browser.wait_for_url("/incidents/");
+    the_page_shows_rank_2_failed_first(&browser);
+    let png = browser.screenshot();
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../e2e");
+    let _ = std::fs::create_dir_all(&out);
+    let _ = std::fs::write(out.join("bundle.png"), &png);
+
+    // Chosen at once in the file dialog (no script needed): the same answer.
+    let paths: Vec<String> = logs
+        .iter()
+        .map(|(name, text)| {
+            let path = db.dir.join(name);
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+            path.display().to_string()
+        })
+        .collect();
+    browser.goto(&server.url("/"));
+    browser.type_into("#file", &paths.join("\n"));
+    browser.click("button.primary");
+    browser.wait_for_url("/incidents/");
+    the_page_shows_rank_2_failed_first(&browser);
+
+    // The files are kept: each links to its text.
+    browser.click(".files a[href$='/files/2']");
+    browser.wait_for_url("/files/2");
+    assert!(
+        browser
+            .text("body")
+            .contains("IndexError: index 7 is out of bounds")
+    );
 }
 
 /// The incident id at the end of an incident page's URL; panics showing the URL when it has none.

@@ -4,10 +4,15 @@
 mod support;
 
 use faultline::diagnose::analyze_str;
+use faultline::kb::bundles::BundleText;
 use faultline::kb::queries::{FeedbackInput, Filter};
 use faultline::kb::rows::Verdict;
 use faultline::kb::writer::{IncidentMeta, NewIncident, Writer};
 use faultline::kb::{Store, Table, now_ms};
+use faultline::model::{
+    BUNDLE_FORMAT_VERSION, BundleDiagnosis, Confidence, Coverage, FaultKind, FileKind, FirstFault, GpuRef,
+    RankOutcome, RankReport,
+};
 use faultline::rules::RuleSet;
 
 const OOM: &str = "Traceback (most recent call last):\n  File \"/work/train.py\", line 3, in step\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.23 GiB is free.\n";
@@ -353,4 +358,292 @@ async fn the_undiagnosed_incidents_form_a_queue_and_a_share_on_postgres() {
         return;
     };
     the_undiagnosed_incidents_form_a_queue_and_a_share(store).await;
+}
+
+/// A distributed job's bundle as the analyzer would give it: `ranks` on two hosts, the first fault
+/// on `first` (with `uuid` on its GPU when given).
+fn bundle_of(ranks: u32, first: Option<(u32, &str)>, uuid: Option<&str>) -> BundleDiagnosis {
+    let host = |r: u32| format!("node-{}", r / 2);
+    let gpu = |r: u32| GpuRef {
+        index: Some(r % 2),
+        bus_id: Some(format!("0000:{:02x}:00", 0x3b + r % 2)),
+        uuid: None,
+        name: None,
+    };
+    let first_fault = first.map(|(rank, summary)| FirstFault {
+        kind: FaultKind::RankFailure,
+        summary: summary.to_owned(),
+        rank: Some(rank),
+        host: Some(host(rank)),
+        local_rank: Some(rank % 2),
+        gpu: Some(GpuRef {
+            uuid: uuid.map(str::to_owned),
+            ..gpu(rank)
+        }),
+        collective: None,
+        cause: None,
+        xid: None,
+        at_us: None,
+        confidence: Confidence::High,
+        reasons: vec!["the only rank that failed by itself".into()],
+        evidence: Vec::new(),
+    });
+    BundleDiagnosis {
+        format_version: BUNDLE_FORMAT_VERSION,
+        first_fault,
+        cascades: Vec::new(),
+        missing: Vec::new(),
+        collectives: Vec::new(),
+        xids: Vec::new(),
+        coverage: Coverage::default(),
+        ranks: (0..ranks)
+            .map(|rank| RankReport {
+                rank,
+                host: Some(host(rank)),
+                local_rank: Some(rank % 2),
+                gpu: Some(gpu(rank)),
+                files: vec![format!("rank{rank}.log")],
+                outcome: RankOutcome::Cascade,
+                root: None,
+                first_failure: None,
+            })
+            .collect(),
+        hosts: Vec::new(),
+        clock_offsets: Vec::new(),
+        timeline: Vec::new(),
+        files: Vec::new(),
+        warnings: Vec::new(),
+    }
+}
+
+fn text(name: &str, kind: FileKind, text: &str) -> BundleText {
+    BundleText {
+        name: name.to_owned(),
+        kind,
+        text: text.to_owned(),
+        bytes: text.len() as u64,
+        binary: false,
+    }
+}
+
+/// A bundle incident of `job` whose first fault is rank 1 (its GPU's UUID `uuid`).
+fn bundle_incident(rules: &RuleSet, job: Option<&str>, project: &str, uuid: Option<&str>) -> NewIncident {
+    let files = [
+        text(
+            "rank0.log",
+            FileKind::RankLog,
+            "[rank0]: Watchdog caught collective operation timeout\n",
+        ),
+        text("rank1.log", FileKind::RankLog, ASSERT),
+    ];
+    let bundle = bundle_of(2, Some((1, "rank 1 on node-0 failed first")), uuid);
+    let meta = IncidentMeta {
+        project: Some(project.into()),
+        job_url: job.map(str::to_owned),
+        ..IncidentMeta::default()
+    };
+    NewIncident::prepare_bundle(&files, 1, &analyze_str(rules, ASSERT), &bundle, meta, now_ms())
+}
+
+async fn a_bundle_keeps_every_file_and_where_each_rank_ran(store: Store) {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let (writer, task) = Writer::spawn(store.clone(), 64);
+    let dmesg =
+        "[Tue Mar  4 10:00:01 2025] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n";
+    let files = [
+        text("logs/rank0.log", FileKind::RankLog, OOM),
+        text("logs/rank1.log", FileKind::RankLog, ASSERT),
+        text("dmesg.txt", FileKind::KernelLog, dmesg),
+        text("copy/rank1.log", FileKind::RankLog, ASSERT),
+    ];
+    let bundle = bundle_of(
+        2,
+        Some((1, "rank 1 on node-0 failed first: a device-side assert")),
+        Some("GPU-aaaa"),
+    );
+    let incident = NewIncident::prepare_bundle(
+        &files,
+        1,
+        &analyze_str(&rules, ASSERT),
+        &bundle,
+        IncidentMeta::default(),
+        now_ms(),
+    );
+    let stored = writer.write(incident).await.unwrap_or_else(|e| panic!("{e}"));
+
+    let detail = store
+        .incident(stored.incident_id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        detail.bundle.as_ref(),
+        Some(&bundle),
+        "the bundle diagnosis comes back as it was stored"
+    );
+    assert_eq!(
+        detail.log, ASSERT,
+        "the incident shows the log of the rank that failed first"
+    );
+    assert_eq!(detail.incident.class.as_deref(), Some("cuda.device_assert.index"));
+    let names: Vec<(&str, &str)> = detail
+        .files
+        .iter()
+        .map(|f| (f.name.as_str(), f.kind.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("logs/rank0.log", "rank_log"),
+            ("logs/rank1.log", "rank_log"),
+            ("dmesg.txt", "kernel_log"),
+            ("copy/rank1.log", "rank_log")
+        ],
+        "every file is kept, in the order it came"
+    );
+    let (file, kept) = store
+        .incident_file(stored.incident_id, 2)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (file.name.as_str(), file.lines, kept.as_str()),
+        ("dmesg.txt", 1, dmesg)
+    );
+    assert!(
+        store.incident_file(stored.incident_id, 4).await.is_err(),
+        "there is no fifth file"
+    );
+    assert_eq!(
+        store.count(Table::Logs).await.ok(),
+        Some(3),
+        "the same text twice is kept once"
+    );
+
+    // A single log has no files and no bundle.
+    let single = writer
+        .write(incident_of(&rules, OOM))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let single = store
+        .incident(single.incident_id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(single.bundle.is_none() && single.files.is_empty());
+
+    // A first fault no rule names still titles the incident.
+    let unknown = NewIncident::prepare_bundle(
+        &[
+            text("rank0.log", FileKind::RankLog, "step 10\n"),
+            text("rank1.log", FileKind::RankLog, "step 9\n"),
+        ],
+        1,
+        &analyze_str(&rules, "step 9\n"),
+        &bundle_of(2, Some((1, "rank 1 never entered ALLREDUCE SeqNum 12")), None),
+        IncidentMeta::default(),
+        now_ms(),
+    );
+    let unknown = writer.write(unknown).await.unwrap_or_else(|e| panic!("{e}"));
+    let listed = store
+        .list_incidents(&Filter::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let row = listed.items.iter().find(|i| i.id == unknown.incident_id);
+    assert_eq!(
+        row.map(|r| (r.title.as_deref(), r.diagnosed)),
+        Some((Some("rank 1 never entered ALLREDUCE SeqNum 12"), true))
+    );
+
+    drop(writer);
+    let _ = task.await;
+}
+
+fn incident_of(rules: &RuleSet, log: &str) -> NewIncident {
+    NewIncident::prepare(log, &analyze_str(rules, log), IncidentMeta::default(), now_ms())
+}
+
+#[tokio::test]
+async fn a_bundle_keeps_every_file_and_where_each_rank_ran_on_sqlite() {
+    let db = support::TempDb::new("kb-bundle");
+    a_bundle_keeps_every_file_and_where_each_rank_ran(db.store().await).await;
+}
+
+#[tokio::test]
+async fn a_bundle_keeps_every_file_and_where_each_rank_ran_on_postgres() {
+    let Some(store) = support::postgres_store("kb_bundle").await else {
+        return;
+    };
+    a_bundle_keeps_every_file_and_where_each_rank_ran(store).await;
+}
+
+/// A GPU that failed first in three jobs is flagged at a threshold of 3; one in two jobs is listed,
+/// not flagged; a job submitted twice counts once; its host is listed with it.
+async fn a_gpu_that_fails_first_in_three_jobs_is_flagged(store: Store) {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let (writer, task) = Writer::spawn(store.clone(), 64);
+    let submissions = [
+        (Some("https://ci/job/1"), "vision", Some("GPU-bad")),
+        (Some("https://ci/job/1"), "vision", Some("GPU-bad")),
+        (Some("https://ci/job/2"), "nlp", Some("GPU-bad")),
+        (None, "nlp", Some("GPU-bad")),
+        (Some("https://ci/job/3"), "nlp", Some("GPU-meh")),
+        (Some("https://ci/job/4"), "nlp", Some("GPU-meh")),
+        (Some("https://ci/job/5"), "nlp", Some("GPU-once")),
+    ];
+    let mut ids = Vec::new();
+    for (job, project, uuid) in submissions {
+        let stored = writer.write(bundle_incident(&rules, job, project, uuid)).await;
+        ids.push(stored.unwrap_or_else(|e| panic!("{e}")).incident_id);
+    }
+    let offenders = store.offenders(3).await.unwrap_or_else(|e| panic!("{e}"));
+    let gpus: Vec<(&str, i64, bool)> = offenders
+        .gpus
+        .iter()
+        .map(|o| (o.key.as_str(), o.jobs, o.flagged))
+        .collect();
+    assert_eq!(
+        gpus,
+        vec![("uuid:GPU-bad", 3, true), ("uuid:GPU-meh", 2, false)],
+        "a GPU in one job only is no repeat offender"
+    );
+    let bad = &offenders.gpus[0];
+    assert_eq!(
+        bad.incidents,
+        vec![ids[3], ids[2], ids[1], ids[0]],
+        "newest first"
+    );
+    assert_eq!(bad.projects, vec!["nlp".to_owned(), "vision".to_owned()]);
+    assert_eq!(bad.host.as_deref(), Some("node-0"));
+    assert_eq!(
+        bad.gpu.as_ref().and_then(|g| g.bus_id.as_deref()),
+        Some("0000:3c:00")
+    );
+    assert_eq!(
+        offenders
+            .hosts
+            .iter()
+            .map(|o| (o.key.as_str(), o.jobs, o.flagged))
+            .collect::<Vec<_>>(),
+        vec![("node-0", 6, true)],
+        "every first fault was on node-0"
+    );
+
+    let lower = store.offenders(2).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(lower.gpus.iter().all(|o| o.flagged), "the threshold is a setting");
+    assert_eq!(lower.threshold, 2);
+
+    drop(writer);
+    let _ = task.await;
+}
+
+#[tokio::test]
+async fn a_gpu_that_fails_first_in_three_jobs_is_flagged_on_sqlite() {
+    let db = support::TempDb::new("kb-offenders");
+    a_gpu_that_fails_first_in_three_jobs_is_flagged(db.store().await).await;
+}
+
+#[tokio::test]
+async fn a_gpu_that_fails_first_in_three_jobs_is_flagged_on_postgres() {
+    let Some(store) = support::postgres_store("kb_offenders").await else {
+        return;
+    };
+    a_gpu_that_fails_first_in_three_jobs_is_flagged(store).await;
 }

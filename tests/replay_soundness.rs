@@ -17,11 +17,12 @@ use safetensors::tensor::{Dtype, TensorView};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
-/// A named int64 tensor.
+/// A named int64 tensor (or a float32 one, for hidden states: `float`).
 struct Ids {
     name: &'static str,
     shape: Vec<usize>,
     values: Vec<i64>,
+    float: bool,
 }
 
 fn ids(name: &'static str, shape: &[usize], values: Vec<i64>) -> Ids {
@@ -29,6 +30,30 @@ fn ids(name: &'static str, shape: &[usize], values: Vec<i64>) -> Ids {
         name,
         shape: shape.to_vec(),
         values,
+        float: false,
+    }
+}
+
+/// A float32 tensor of zeros, as hidden states are for a shape check.
+fn states(name: &'static str, shape: &[usize]) -> Ids {
+    Ids {
+        name,
+        shape: shape.to_vec(),
+        values: vec![0; shape.iter().product()],
+        float: true,
+    }
+}
+
+impl Ids {
+    fn bytes(&self) -> Vec<u8> {
+        if self.float {
+            self.values
+                .iter()
+                .flat_map(|&v| (v as f32).to_le_bytes())
+                .collect()
+        } else {
+            le_bytes(&self.values)
+        }
     }
 }
 
@@ -43,12 +68,13 @@ fn le_bytes(values: &[i64]) -> Vec<u8> {
 
 /// A safetensors file made by the safetensors crate, as `safetensors.torch.save_file` writes one.
 fn safetensors_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
-    let bytes: Vec<Vec<u8>> = tensors.iter().map(|t| le_bytes(&t.values)).collect();
+    let bytes: Vec<Vec<u8>> = tensors.iter().map(Ids::bytes).collect();
     let views: Vec<(String, TensorView<'_>)> = tensors
         .iter()
         .zip(&bytes)
         .map(|(t, b)| {
-            let view = TensorView::new(Dtype::I64, t.shape.clone(), b).unwrap_or_else(|e| panic!("{e}"));
+            let dtype = if t.float { Dtype::F32 } else { Dtype::I64 };
+            let view = TensorView::new(dtype, t.shape.clone(), b).unwrap_or_else(|e| panic!("{e}"));
             (t.name.to_owned(), view)
         })
         .collect();
@@ -57,14 +83,17 @@ fn safetensors_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
     safetensors::serialize(views, Some(meta)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// An `.npy` member as numpy writes an int64 array (version 1, header padded to 64 bytes).
-fn npy(shape: &[usize], values: &[i64]) -> Vec<u8> {
+/// An `.npy` member as numpy writes an int64 (or float32) array (version 1, header padded to 64
+/// bytes).
+fn npy(t: &Ids) -> Vec<u8> {
+    let shape = &t.shape;
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
     let shape = match dims.len() {
         1 => format!("({},)", dims[0]),
         _ => format!("({})", dims.join(", ")),
     };
-    let mut header = format!("{{'descr': '<i8', 'fortran_order': False, 'shape': {shape}, }}");
+    let descr = if t.float { "<f4" } else { "<i8" };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
@@ -72,7 +101,7 @@ fn npy(shape: &[usize], values: &[i64]) -> Vec<u8> {
     let mut out = b"\x93NUMPY\x01\x00".to_vec();
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&le_bytes(values));
+    out.extend_from_slice(&t.bytes());
     out
 }
 
@@ -84,8 +113,7 @@ fn npz_file(tensors: &[Ids], meta: &[(String, String)]) -> Vec<u8> {
     for t in tensors {
         zip.start_file(format!("{}.npy", t.name), options)
             .unwrap_or_else(|e| panic!("{e}"));
-        zip.write_all(&npy(&t.shape, &t.values))
-            .unwrap_or_else(|e| panic!("{e}"));
+        zip.write_all(&npy(t)).unwrap_or_else(|e| panic!("{e}"));
     }
     let params: serde_json::Map<String, serde_json::Value> = meta
         .iter()
@@ -260,17 +288,40 @@ fn bart_step(len: usize) -> Vec<Ids> {
 }
 
 #[test]
-fn bart_inputs_longer_than_the_position_table_confirm_the_position_cause_by_their_length() {
+fn without_the_family_a_sequence_past_max_position_embeddings_is_not_checked_and_asks_for_model_type() {
+    // The BART step of issue 20 with only the sizes recorded: a rotary model (Llama, Mistral,
+    // Qwen, GPT-NeoX) carries max_position_embeddings too, and has no table to index past.
     let snapshot = read(safetensors_file(
         &bart_step(80),
         &meta(&[("max_position_embeddings", "32"), ("vocab_size", "50265")]),
     ));
     let r = index_bounds(&snapshot, "position_ids");
-    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
     assert!(
-        r.summary.starts_with(
-            "input_ids length 80 > max_position_embeddings = 32: positions 32..79 have no row (input_ids shape [4, 80]"
-        ),
+        r.summary
+            .starts_with("not checked: model family unknown (record model_type: add model_type or architectures to the metadata)"),
+        "{}",
+        r.summary
+    );
+    assert!(
+        r.summary
+            .ends_with("(input_ids [4, 80] against max_position_embeddings = 32)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_family_faultline_does_not_know_is_not_checked_either() {
+    let snapshot = read(safetensors_file(
+        &bart_step(80),
+        &meta(&[("max_position_embeddings", "32"), ("model_type", "mamba")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("not checked: model family mamba is not one whose positions faultline knows"),
         "{}",
         r.summary
     );
@@ -387,8 +438,7 @@ fn a_padded_roberta_batch_longer_than_the_table_fits_when_no_row_is() {
     let r = index_bounds(&snapshot, "position_ids");
     assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
     assert!(
-        r.summary
-            .ends_with("a RoBERTa-style model would not fail (add model_type to the metadata)"),
+        r.summary.starts_with("not checked: model family unknown"),
         "{}",
         r.summary
     );
@@ -407,6 +457,182 @@ fn a_rotary_model_has_no_position_table_to_refute_or_confirm() {
         "{}",
         r.summary
     );
+}
+
+// ---- Each family's positions: its table's size keys, its offset, what it counts. ----
+
+#[test]
+fn a_gpt2_records_its_table_as_n_positions() {
+    let snapshot = read(safetensors_file(
+        &[ids("input_ids", &[1, 40], counting(1, 40, 100))],
+        &meta(&[("n_positions", "32"), ("model_type", "gpt2")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("input_ids length 40 > the 32 positions of n_positions = 32"),
+        "{}",
+        r.summary
+    );
+}
+
+/// An OPT batch [2, 40]: row 1 attends to `attended` tokens, left-padded.
+fn opt_step(attended: usize, with_mask: bool) -> Vec<Ids> {
+    let mut tensors = vec![ids("input_ids", &[2, 40], counting(2, 40, 100))];
+    if with_mask {
+        let mask = (0..80)
+            .map(|i| i64::from(i < 10 || (i >= 40 && i - 40 >= 40 - attended)))
+            .collect();
+        tensors.push(ids("attention_mask", &[2, 40], mask));
+    }
+    tensors
+}
+
+#[test]
+fn opt_counts_its_positions_over_the_attention_mask() {
+    let opt = meta(&[("max_position_embeddings", "32"), ("model_type", "opt")]);
+    let r = index_bounds(&read(safetensors_file(&opt_step(33, true), &opt)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert_eq!(
+        r.summary,
+        "attention_mask[1] attends to 33 tokens: more than the 32 positions of max_position_embeddings = 32 \
+         (positions are counted over the attention mask)"
+    );
+    // Left padding: 40 columns, at most 30 attended tokens in a row.
+    let r = index_bounds(&read(safetensors_file(&opt_step(30, true), &opt)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    // Without the mask, a length past the table may still be padding.
+    let r = index_bounds(&read(safetensors_file(&opt_step(0, false), &opt)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(r.summary.ends_with("(save attention_mask)"), "{}", r.summary);
+}
+
+#[test]
+fn opts_own_minus_one_for_padding_is_a_position_its_table_has() {
+    // OPT computes position -1 for a row's padding and adds 2: row 1 of its table.
+    let positions: Vec<i64> = (0..8).map(|i| if i < 3 { -1 } else { i - 3 }).collect();
+    let snapshot = read(safetensors_file(
+        &[
+            ids("input_ids", &[1, 8], counting(1, 8, 100)),
+            ids("position_ids", &[1, 8], positions),
+        ],
+        &meta(&[("max_position_embeddings", "8"), ("model_type", "opt")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    let snapshot = read(safetensors_file(
+        &[ids("position_ids", &[1, 3], vec![0, 8, -3])],
+        &meta(&[("max_position_embeddings", "8"), ("model_type", "bart")]),
+    ));
+    let r = index_bounds(&snapshot, "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "position_ids[0, 1] = 8 outside [-2, 8): the model adds 2 to it in a table of max_position_embeddings = 8 + 2 rows"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
+/// An LED step: input ids [1, enc], labels [1, dec].
+fn led_step(enc: usize, dec: usize) -> Vec<Ids> {
+    vec![
+        ids("input_ids", &[1, enc], counting(1, enc, 100)),
+        ids("labels", &[1, dec], counting(1, dec, 100)),
+    ]
+}
+
+fn led_meta(window: Option<&str>) -> Meta {
+    let mut m = meta(&[
+        ("model_type", "led"),
+        ("max_encoder_position_embeddings", "64"),
+        ("max_decoder_position_embeddings", "16"),
+    ]);
+    if let Some(w) = window {
+        m.push(("attention_window".into(), w.into()));
+    }
+    m
+}
+
+#[test]
+fn led_bounds_its_encoder_and_decoder_positions_by_their_own_keys() {
+    let r = index_bounds(
+        &read(safetensors_file(&led_step(64, 16), &led_meta(Some("[16, 16]")))),
+        "position_ids",
+    );
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert!(
+        r.summary.contains("input_ids length 64 <= the 64 positions of max_encoder_position_embeddings = 64")
+            && r.summary.contains(
+                "labels (the decoder's inputs once shifted right) length 16 <= the 16 positions of max_decoder_position_embeddings = 16"
+            ),
+        "{}",
+        r.summary
+    );
+    let r = index_bounds(
+        &read(safetensors_file(&led_step(20, 17), &led_meta(Some("16")))),
+        "position_ids",
+    );
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "labels (the decoder's inputs once shifted right) length 17 > the 16 positions of max_decoder_position_embeddings = 16"
+        ),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn leds_encoder_is_padded_to_its_attention_window_before_its_positions_are_taken() {
+    let mut m = led_meta(Some("[8, 24]"));
+    m[1].1 = "60".into();
+    // 50 tokens, padded to 72 (a multiple of the largest window, 24): past 60 positions.
+    let r = index_bounds(&read(safetensors_file(&led_step(50, 8), &m)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+    assert!(
+        r.summary.starts_with(
+            "input_ids length 50, padded to 72 (a multiple of attention_window 24) > the 60 positions of max_encoder_position_embeddings = 60"
+        ),
+        "{}",
+        r.summary
+    );
+    // Without the window, a length within the table is not enough to refute.
+    m.retain(|(k, _)| k != "attention_window");
+    let r = index_bounds(&read(safetensors_file(&led_step(50, 8), &m)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
+    assert!(
+        r.summary.contains("(add attention_window to the metadata)"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_config_that_turns_off_absolute_positions_is_never_judged_by_them() {
+    for pairs in [
+        [
+            ("model_type", "bert"),
+            ("position_embedding_type", "relative_key"),
+        ],
+        [("model_type", "esm"), ("position_embedding_type", "rotary")],
+        [("model_type", "debertav2"), ("position_biased_input", "false")],
+        [("model_type", "debertav2"), ("vocab_size", "100")],
+    ] {
+        let mut m = meta(&pairs);
+        m.push(("max_position_embeddings".into(), "32".into()));
+        let r = index_bounds(&read(safetensors_file(&bart_step(80), &m)), "position_ids");
+        assert_eq!(r.verdict, Verdict::Inconclusive, "{pairs:?}: {}", r.summary);
+    }
+    let m = meta(&[
+        ("model_type", "debertav2"),
+        ("position_biased_input", "true"),
+        ("max_position_embeddings", "32"),
+    ]);
+    let r = index_bounds(&read(safetensors_file(&bart_step(80), &m)), "position_ids");
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
 }
 
 // ---- The property: never refuted when the cause holds, never confirmed when it does not. ----
@@ -988,4 +1214,430 @@ fn a_cache_position_past_the_table_confirms_the_position_cause() {
         "{}",
         r.summary
     );
+}
+
+// ---- The log picks the suspects: the loss implicates the labels, a lookup its own ids. ----
+
+#[test]
+fn a_language_models_head_in_the_loss_makes_the_vocabulary_the_labels_classes() {
+    let snapshot = read(safetensors_file(&t5_step(5), &meta(&[("vocab_size", "32100")])));
+    let r = run(&snapshot, "target_bounds", &[("frames", "loss_fct lm_logits")]);
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("all 16 labels in [0, 32100) or ignore_index -100; the loss is over the language model's head (loss_fct lm_logits)"),
+        "{}",
+        r.summary
+    );
+    let r = run(&snapshot, "target_bounds", &[("frames", "loss_fct")]);
+    assert_eq!(
+        r.verdict,
+        Verdict::Inconclusive,
+        "a bare loss says nothing of its classes: {}",
+        r.summary
+    );
+    let past = read(safetensors_file(
+        &t5_step(32100),
+        &meta(&[("vocab_size", "32100")]),
+    ));
+    let r = run(&past, "target_bounds", &[("frames", "ForCausalLMLoss")]);
+    assert_eq!(r.verdict, Verdict::Confirmed, "{}", r.summary);
+}
+
+#[test]
+fn a_loss_frame_puts_the_labels_first_among_the_word_tables_ids() {
+    let snapshot = read(safetensors_file(
+        &t5_step(5),
+        &meta(&[
+            ("vocab_size", "32100"),
+            ("model_type", "t5"),
+            ("decoder_start_token_id", "0"),
+            ("pad_token_id", "0"),
+        ]),
+    ));
+    let r = index_bounds_after(&snapshot, "input_ids", "cross_entropy");
+    assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
+    assert!(
+        r.summary.starts_with("all 16 labels in [0, 32100)"),
+        "{}",
+        r.summary
+    );
+}
+
+/// A device assert without its assertion line, the traceback in the loss of a T5.
+const LOSS_LOG: &str = r#"Traceback (most recent call last):
+  File "/work/train.py", line 41, in <module>
+    loss = model(**batch).loss
+  File "/opt/venv/lib/python3.12/site-packages/transformers/models/t5/modeling_t5.py", line 1057, in forward
+    loss = loss_fct(lm_logits.view(-1, lm_logits.size(-1)), labels.view(-1))
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/functional.py", line 3494, in cross_entropy
+    return torch._C._nn.cross_entropy_loss(
+RuntimeError: CUDA error: device-side assert triggered
+"#;
+
+/// The same without its assertion line, the traceback at BART's position lookup.
+const POSITIONS_LOG: &str = r#"Traceback (most recent call last):
+  File "/opt/venv/lib/python3.12/site-packages/transformers/models/bart/modeling_bart.py", line 770, in forward
+    embed_pos = self.embed_positions(input)
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/sparse.py", line 189, in forward
+    return F.embedding(
+RuntimeError: CUDA error: device-side assert triggered
+"#;
+
+#[test]
+fn the_traceback_orders_the_verdicts_of_a_generic_device_assert() {
+    let snapshot = read(safetensors_file(
+        &t5_step(32100),
+        &meta(&[("vocab_size", "32100"), ("model_type", "t5")]),
+    ));
+    let diagnosis = diagnose_and_replay(LOSS_LOG, &snapshot);
+    assert_eq!(diagnosis.findings[0].rule, "assert.generic");
+    let replay = diagnosis.replay.unwrap_or_else(|| panic!("no replay summary"));
+    assert_eq!(
+        replay.decided[0].cause, "A label outside [0, num_classes) in the loss",
+        "{replay:?}"
+    );
+    assert_eq!(replay.decided[0].verdict, Verdict::Confirmed);
+
+    let snapshot = read(safetensors_file(
+        &bart_step(30),
+        &meta(&[
+            ("max_position_embeddings", "32"),
+            ("model_type", "bart"),
+            ("vocab_size", "50265"),
+            ("decoder_start_token_id", "2"),
+            ("pad_token_id", "1"),
+        ]),
+    ));
+    let diagnosis = diagnose_and_replay(POSITIONS_LOG, &snapshot);
+    let replay = diagnosis.replay.unwrap_or_else(|| panic!("no replay summary"));
+    assert_eq!(diagnosis.findings[0].rule, "assert.embedding_frame");
+    assert_eq!(
+        replay.decided[0].cause, "The input is longer than max_position_embeddings",
+        "{replay:?}"
+    );
+    assert_eq!(
+        replay.decided[1].cause,
+        "A token id is >= the vocabulary size of the embedding"
+    );
+}
+
+// ---- The property again, over token types, hidden sizes, LED's keys and unknown families. ----
+
+/// The model a generated step comes from (its truth, whatever the metadata says of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    /// Encoder, learned positions from row 0, token types.
+    Bert,
+    /// Encoder with inputs_embeds at an embedding_size of its own.
+    Albert,
+    /// Decoder-only, learned positions from row 0 (n_positions).
+    Gpt2,
+    /// Decoder-only, rotary: no position table.
+    Llama,
+    /// Encoder-decoder, learned positions from row 2.
+    Bart,
+    /// Encoder-decoder with its own encoder / decoder position keys, the encoder padded to its
+    /// attention window.
+    Led,
+}
+
+impl Family {
+    fn model_type(self) -> &'static str {
+        match self {
+            Family::Bert => "bert",
+            Family::Albert => "albert",
+            Family::Gpt2 => "gpt2",
+            Family::Llama => "llama",
+            Family::Bart => "bart",
+            Family::Led => "led",
+        }
+    }
+
+    fn encoder_decoder(self) -> bool {
+        matches!(self, Family::Bart | Family::Led)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Wide {
+    family: Family,
+    batch: usize,
+    enc_len: usize,
+    dec_len: usize,
+    positions: usize,
+    dec_positions: usize,
+    window: usize,
+    type_vocab: i64,
+    /// token_type_ids saved, and by how much one of them passes type_vocab_size (0: none does).
+    token_types: Option<i64>,
+    /// Hidden size, embedding size, and the saved states' width offset from the right one.
+    width: usize,
+    embedding: usize,
+    width_off: usize,
+    /// Whether the saved states are inputs_embeds (else encoder_hidden_states).
+    embeds: bool,
+    /// Which keys are written: model_type, the position limits, type_vocab_size, hidden_size,
+    /// embedding_size, attention_window.
+    keys: [bool; 6],
+    capture_style: bool,
+    npz: bool,
+}
+
+fn wide() -> impl Strategy<Value = Wide> {
+    let family = prop_oneof![
+        Just(Family::Bert),
+        Just(Family::Albert),
+        Just(Family::Gpt2),
+        Just(Family::Llama),
+        Just(Family::Bart),
+        Just(Family::Led)
+    ];
+    let sizes = (
+        family,
+        1usize..4,
+        1usize..24,
+        1usize..12,
+        4usize..20,
+        4usize..12,
+        prop_oneof![Just(2usize), Just(4), Just(8)],
+    );
+    let values = (
+        1i64..4,
+        proptest::option::of(0i64..3),
+        (
+            prop_oneof![Just(8usize), Just(16)],
+            prop_oneof![Just(4usize), Just(8)],
+            prop_oneof![Just(0usize), Just(0), Just(3)],
+        ),
+        any::<bool>(),
+        proptest::array::uniform6(any::<bool>()),
+        (any::<bool>(), any::<bool>()),
+    );
+    (sizes, values).prop_map(
+        |(
+            (family, batch, enc_len, dec_len, positions, dec_positions, window),
+            (type_vocab, token_types, (width, embedding, width_off), embeds, keys, (capture_style, npz)),
+        )| Wide {
+            family,
+            batch,
+            enc_len,
+            dec_len,
+            positions,
+            dec_positions,
+            window,
+            type_vocab,
+            token_types,
+            width,
+            embedding,
+            width_off,
+            embeds,
+            keys,
+            capture_style,
+            npz,
+        },
+    )
+}
+
+/// Which causes hold in a generated step.
+struct Truth {
+    positions: bool,
+    token_types: bool,
+    width: bool,
+}
+
+impl Wide {
+    fn build(&self) -> (Vec<Ids>, Meta, Truth) {
+        let (b, f) = (self.batch, self.family);
+        let mut tensors = vec![ids(
+            "input_ids",
+            &[b, self.enc_len],
+            counting(b, self.enc_len, 50),
+        )];
+        match f {
+            Family::Bart | Family::Led => {
+                tensors.push(ids("labels", &[b, self.dec_len], counting(b, self.dec_len, 50)));
+            }
+            Family::Gpt2 | Family::Llama => {
+                tensors.push(ids("labels", &[b, self.enc_len], counting(b, self.enc_len, 50)));
+            }
+            Family::Bert | Family::Albert => tensors.push(ids("labels", &[b], vec![0; b])),
+        }
+        let mut token_types = false;
+        if let Some(past) = self.token_types {
+            let mut values: Vec<i64> = (0..b * self.enc_len)
+                .map(|i| i as i64 % self.type_vocab)
+                .collect();
+            if past > 0 {
+                let at = values.len() - 1;
+                values[at] = self.type_vocab + past - 1;
+                token_types = true;
+            }
+            tensors.push(ids("token_type_ids", &[b, self.enc_len], values));
+        }
+        let right = if self.embeds && f == Family::Albert {
+            self.embedding
+        } else {
+            self.width
+        };
+        let name = if self.embeds {
+            "inputs_embeds"
+        } else {
+            "encoder_hidden_states"
+        };
+        tensors.push(states(name, &[b, self.enc_len, right + self.width_off]));
+        let padded = self.enc_len.div_ceil(self.window) * self.window;
+        let positions = match f {
+            Family::Llama => false,
+            Family::Bert | Family::Albert | Family::Gpt2 => self.enc_len > self.positions,
+            Family::Bart => self.enc_len > self.positions || self.dec_len > self.positions,
+            Family::Led => padded > self.positions || self.dec_len > self.dec_positions,
+        };
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        let [model_type, limits, types, hidden, embedding, window] = self.keys;
+        if model_type {
+            pairs.push(("model_type", f.model_type().to_owned()));
+        }
+        if limits {
+            match f {
+                Family::Gpt2 => pairs.push(("n_positions", self.positions.to_string())),
+                Family::Led => {
+                    pairs.push(("max_encoder_position_embeddings", self.positions.to_string()));
+                    pairs.push(("max_decoder_position_embeddings", self.dec_positions.to_string()));
+                }
+                _ => pairs.push(("max_position_embeddings", self.positions.to_string())),
+            }
+        }
+        if types {
+            pairs.push(("type_vocab_size", self.type_vocab.to_string()));
+        }
+        if hidden {
+            let key = match f {
+                Family::Gpt2 => "n_embd",
+                Family::Bart | Family::Led => "d_model",
+                _ => "hidden_size",
+            };
+            pairs.push((key, self.width.to_string()));
+        }
+        if embedding && f == Family::Albert {
+            pairs.push(("embedding_size", self.embedding.to_string()));
+        }
+        if window && f == Family::Led {
+            pairs.push((
+                "attention_window",
+                format!("[{}, {}]", self.window / 2, self.window),
+            ));
+        }
+        if f.encoder_decoder() && model_type {
+            pairs.push(("is_encoder_decoder", "true".to_owned()));
+        }
+        let meta = pairs
+            .into_iter()
+            .map(|(k, v)| {
+                let key = if self.capture_style {
+                    format!("model.{k}")
+                } else {
+                    k.to_owned()
+                };
+                (key, v)
+            })
+            .collect();
+        let truth = Truth {
+            positions,
+            token_types,
+            width: self.width_off != 0,
+        };
+        (tensors, meta, truth)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn token_types_widths_led_keys_and_unknown_families_are_never_judged_wrong(step in wide()) {
+        let (tensors, meta, truth) = step.build();
+        let file = if step.npz { npz_file(&tensors, &meta) } else { safetensors_file(&tensors, &meta) };
+        let snapshot = read(file);
+        let mut verdicts = vec![
+            ("position_ids", truth.positions, index_bounds(&snapshot, "position_ids")),
+            ("hidden_size", truth.width, run(&snapshot, "hidden_size", &[])),
+        ];
+        if step.token_types.is_some() {
+            verdicts.push(("token_type_ids", truth.token_types, index_bounds(&snapshot, "token_type_ids")));
+        }
+        for (cause, holds, r) in &verdicts {
+            if *holds {
+                prop_assert_ne!(r.verdict, Verdict::Refuted, "{} cause holds: {}", cause, r.summary);
+            } else {
+                prop_assert_ne!(r.verdict, Verdict::Confirmed, "{} cause does not hold: {}", cause, r.summary);
+            }
+        }
+        if !step.keys[0] {
+            // Without the family, positions are not judged at all, nor widths unless an
+            // embedding_size says what inputs_embeds take.
+            prop_assert_eq!(verdicts[0].2.verdict, Verdict::Inconclusive, "{}", verdicts[0].2.summary);
+            let embedding_said = step.embeds && step.keys[4] && step.family == Family::Albert;
+            if !embedding_said {
+                prop_assert_eq!(verdicts[1].2.verdict, Verdict::Inconclusive, "{}", verdicts[1].2.summary);
+            }
+        }
+    }
+}
+
+#[test]
+fn with_every_key_written_the_wide_steps_get_a_verdict_either_way() {
+    for family in [
+        Family::Bert,
+        Family::Albert,
+        Family::Gpt2,
+        Family::Bart,
+        Family::Led,
+    ] {
+        for (enc_len, off, past) in [(6, 0, 0), (30, 3, 1)] {
+            let step = Wide {
+                family,
+                batch: 2,
+                enc_len,
+                dec_len: 5,
+                positions: 12,
+                dec_positions: 8,
+                window: 4,
+                type_vocab: 2,
+                token_types: Some(past),
+                width: 16,
+                embedding: 8,
+                width_off: off,
+                embeds: true,
+                keys: [true; 6],
+                capture_style: family == Family::Bart,
+                npz: family == Family::Gpt2,
+            };
+            let (tensors, meta, truth) = step.build();
+            let snapshot = read(safetensors_file(&tensors, &meta));
+            let expect = |holds: bool| {
+                if holds {
+                    Verdict::Confirmed
+                } else {
+                    Verdict::Refuted
+                }
+            };
+            let r = index_bounds(&snapshot, "position_ids");
+            assert_eq!(
+                r.verdict,
+                expect(truth.positions),
+                "{family:?} {enc_len}: {}",
+                r.summary
+            );
+            let r = run(&snapshot, "hidden_size", &[]);
+            assert_eq!(r.verdict, expect(truth.width), "{family:?} {off}: {}", r.summary);
+            let r = index_bounds(&snapshot, "token_type_ids");
+            assert_eq!(
+                r.verdict,
+                expect(truth.token_types),
+                "{family:?} {past}: {}",
+                r.summary
+            );
+        }
+    }
 }

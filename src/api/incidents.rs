@@ -1,12 +1,15 @@
-//! Incidents: listing with filters and search, one incident, similar ones, feedback.
+//! Incidents: listing with filters and search, one incident, similar ones, feedback, a bundle's
+//! files, and the repeat offenders (GPUs and hosts that failed first in several jobs).
 
 use axum::Json;
 use axum::extract::{Extension, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
 use serde::Deserialize;
 
 use super::extract::{JsonBody, PathParams, QueryParams};
 use super::{ApiResult, AppState, Caller};
+use crate::kb::bundles::Offenders;
 use crate::kb::queries::{FeedbackInput, Filter};
 use crate::kb::rows::{Feedback, IncidentDetail, IncidentSummary, Page};
 
@@ -46,4 +49,18 @@ pub(super) async fn feedback(
 ) -> ApiResult<(StatusCode, Json<Feedback>)> {
     let saved = state.store.add_feedback(id, &input, caller.name()).await?;
     Ok((StatusCode::CREATED, Json(saved)))
+}
+
+/// One file of a bundle incident, as its text was kept (`text/plain`).
+pub(super) async fn file(
+    State(state): State<AppState>,
+    PathParams((id, ordinal)): PathParams<(i64, i64)>,
+) -> ApiResult<impl IntoResponse> {
+    let (_, text) = state.store.incident_file(id, ordinal).await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
+}
+
+pub(super) async fn offenders(State(state): State<AppState>) -> ApiResult<Json<Offenders>> {
+    let threshold = i64::from(state.config.offender_threshold);
+    Ok(Json(state.store.offenders(threshold).await?))
 }

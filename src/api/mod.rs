@@ -34,6 +34,8 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/api/v1/incidents/{id}", get(incidents::get_one))
         .route("/api/v1/incidents/{id}/similar", get(incidents::similar))
         .route("/api/v1/incidents/{id}/feedback", post(incidents::feedback))
+        .route("/api/v1/incidents/{id}/files/{file}", get(incidents::file))
+        .route("/api/v1/offenders", get(incidents::offenders))
         .route(
             "/api/v1/incidents/{id}/snapshots",
             post(snapshots::upload).layer(snapshot_limit),

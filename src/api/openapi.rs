@@ -50,16 +50,8 @@ pub fn spec() -> Value {
                         "tensor": { "type": "string" }, "elements": { "type": "integer" }, "offending": { "type": "integer" }, "backend": { "type": "string" } } } },
                     "error": { "type": ["string", "null"] },
                     "snapshot": { "type": "object", "properties": { "sha256": { "type": "string" }, "bytes": { "type": "integer" }, "stored": { "type": "boolean" }, "summary": { "type": "object" } } } } });
-    json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "faultline",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": "Diagnoses PyTorch / CUDA / Hugging Face training failures from their logs and keeps every incident as team knowledge. Writes need `Authorization: Bearer <token>`; errors are `{error, detail}`."
-        },
-        "paths": {
-            "/api/v1/analyze": { "post": {
-                "summary": "Analyze a log; store it as an incident unless store=false",
+    let analyze = json!({ "post": {
+                "summary": "Analyze a log, or a distributed job's files (a bundle: each rank's log, dmesg, torchrun error files, nvidia-smi / DCGM reports, flight-recorder dumps, or a .zip / .tar.gz of them); store it as an incident unless store=false. One log (or files that come to one) answers AnalyzeResponse exactly as before; several answer BundleResponse (kind: bundle). The whole body is bounded by max_body_bytes; an archive that inflates past bundle_max_inflated_bytes is refused (422)",
                 "security": bearer,
                 "parameters": [
                     { "name": "store", "in": "query", "schema": { "type": "boolean", "default": true } },
@@ -71,10 +63,57 @@ pub fn spec() -> Value {
                 ],
                 "requestBody": { "required": true, "content": {
                     "text/plain": { "schema": { "type": "string" } },
-                    "application/json": { "schema": { "$ref": "#/components/schemas/AnalyzeRequest" } }
+                    "application/json": { "schema": { "$ref": "#/components/schemas/AnalyzeRequest" } },
+                    "multipart/form-data": { "schema": { "type": "object", "description": "each part with a file name is a file of the bundle (binary files such as flight-recorder pickles, and .zip / .tar.gz archives, as they are); plain fields are metadata; any other plain part is refused (400)", "properties": {
+                        "file": { "type": "array", "items": { "type": "string", "format": "binary" } },
+                        "project": { "type": "string" }, "source": { "type": "string" }, "commit": { "type": "string" },
+                        "job_url": { "type": "string" }, "tags": { "type": "string", "description": "comma-separated" } } } }
                 } },
-                "responses": { "200": ok("AnalyzeResponse"), "400": error, "401": error, "413": error, "415": error, "422": error, "429": error, "503": error }
-            } },
+                "responses": { "200": { "description": "OK", "content": { "application/json": { "schema": { "oneOf": [
+                    { "$ref": "#/components/schemas/AnalyzeResponse" }, { "$ref": "#/components/schemas/BundleResponse" } ] } } } },
+                    "400": error, "401": error, "413": error, "415": error, "422": error, "429": error, "503": error }
+            } });
+    let bundle_file = json!({ "get": {
+                "summary": "A file of a bundle incident (its place in the bundle, from 0), as its text was kept (redacted; a binary file's readable text)",
+                "parameters": [id("incident"), { "name": "file", "in": "path", "required": true, "schema": { "type": "integer", "minimum": 0 } }],
+                "responses": { "200": { "description": "OK", "content": { "text/plain": { "schema": { "type": "string" } } } }, "400": error, "404": error }
+            } });
+    let offenders = json!({ "get": {
+                "summary": "Repeat offenders: GPUs (by UUID, else host and bus id) and hosts that were the first fault of incidents of more than one job (incidents with the same job_url count once), flagged from the offender_threshold setting (default 3 jobs)",
+                "responses": { "200": ok("Offenders") }
+            } });
+    let bundle_schemas = json!({
+                "BundleDiagnosis": { "type": "object", "required": ["format_version", "coverage", "ranks", "timeline", "files"], "description": "a distributed job's diagnosis (the same document as faultline analyze --format json FILES…)", "properties": {
+                    "format_version": { "type": "integer" },
+                    "first_fault": { "type": "object", "description": "the earliest failure that is not a cascade of another: kind, summary, rank, host, local_rank, gpu, collective, cause, xid, at_us, confidence, reasons, evidence (per file)" },
+                    "cascades": { "type": "array", "items": { "type": "object", "properties": { "summary": { "type": "string" }, "what": { "type": "string" }, "ranks": { "type": "array", "items": { "type": "integer" } } } } },
+                    "missing": { "type": "array", "items": { "type": "string" } },
+                    "collectives": { "type": "array", "description": "per process group: the stalled collective, each rank's last enqueued / started / completed sequence number, never_entered, desync", "items": { "type": "object" } },
+                    "xids": { "type": "array", "description": "NVIDIA Xid events with meaning, origin, settled origin and actions", "items": { "type": "object" } },
+                    "coverage": { "type": "object" }, "ranks": { "type": "array", "items": { "type": "object" } }, "hosts": { "type": "array", "items": { "type": "string" } },
+                    "clock_offsets": { "type": "array", "items": { "type": "object" } }, "timeline": { "type": "array", "items": { "type": "object" } },
+                    "files": { "type": "array", "description": "each file read: name, kind, bytes, lines, ranks, host, its single-log diagnosis", "items": { "type": "object" } },
+                    "warnings": { "type": "array" } } },
+                "BundleResponse": { "allOf": [ { "$ref": "#/components/schemas/BundleDiagnosis" }, { "type": "object", "required": ["kind"], "properties": {
+                    "kind": { "const": "bundle" }, "incident_id": { "type": "integer" }, "group_id": { "type": "integer" }, "new_group": { "type": "boolean" } } } ] },
+                "Offender": { "type": "object", "required": ["kind", "key", "jobs", "incidents", "flagged"], "properties": {
+                    "kind": { "enum": ["gpu", "host"] }, "key": { "type": "string", "description": "uuid:GPU-…, bus:HOST/0000:3b:00, or the host name" },
+                    "host": { "type": "string" }, "gpu": { "type": "object", "properties": { "index": { "type": "integer" }, "bus_id": { "type": "string" }, "uuid": { "type": "string" } } },
+                    "jobs": { "type": "integer" }, "incidents": { "type": "array", "items": { "type": "integer" } },
+                    "projects": { "type": "array", "items": { "type": "string" } }, "last_seen": { "type": "integer" }, "flagged": { "type": "boolean" } } },
+                "Offenders": { "type": "object", "properties": { "threshold": { "type": "integer" },
+                    "gpus": { "type": "array", "items": { "$ref": "#/components/schemas/Offender" } },
+                    "hosts": { "type": "array", "items": { "$ref": "#/components/schemas/Offender" } } } }
+    });
+    let mut document = json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "faultline",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Diagnoses PyTorch / CUDA / Hugging Face training failures from their logs and keeps every incident as team knowledge. Writes need `Authorization: Bearer <token>`; errors are `{error, detail}`."
+        },
+        "paths": {
+            "/api/v1/analyze": analyze,
             "/api/v1/incidents": { "get": {
                 "summary": "Incidents, newest first", "parameters": incident_filters,
                 "responses": { "200": ok("IncidentPage"), "400": error, "429": error }
@@ -94,6 +133,8 @@ pub fn spec() -> Value {
                 "requestBody": { "required": true, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/FeedbackInput" } } } },
                 "responses": { "201": ok("Feedback"), "400": error, "401": error, "404": error, "422": error }
             } },
+            "/api/v1/incidents/{id}/files/{file}": bundle_file,
+            "/api/v1/offenders": offenders,
             "/api/v1/incidents/{id}/snapshots": snapshot_upload,
             "/api/v1/replay/jobs/{id}": replay_job,
             "/api/v1/groups": { "get": {
@@ -144,8 +185,11 @@ pub fn spec() -> Value {
             "responses": { "Error": { "description": "An error", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } } },
             "schemas": {
                 "Error": { "type": "object", "required": ["error", "detail"], "properties": { "error": { "type": "string" }, "detail": { "type": "string" } } },
-                "AnalyzeRequest": { "type": "object", "required": ["log"], "properties": {
-                    "log": { "type": "string" }, "project": { "type": "string" }, "source": { "type": "string" },
+                "AnalyzeRequest": { "type": "object", "description": "one log, or a bundle's text files: log or files, not both", "properties": {
+                    "log": { "type": "string" },
+                    "files": { "type": "array", "items": { "type": "object", "required": ["name", "content"], "properties": {
+                        "name": { "type": "string", "description": "unique within the bundle (rank3.log, node-2/dmesg.txt)" }, "content": { "type": "string" } } } },
+                    "project": { "type": "string" }, "source": { "type": "string" },
                     "commit": { "type": "string" }, "job_url": { "type": "string" }, "tags": { "type": "array", "items": { "type": "string" } } } },
                 "EvidenceLine": { "type": "object", "required": ["line", "text"], "properties": {
                     "line": { "type": "integer" }, "text": { "type": "string" }, "rank": { "type": "integer" }, "repeats": { "type": "integer" } } },
@@ -173,6 +217,8 @@ pub fn spec() -> Value {
                 "IncidentPage": { "type": "object", "properties": { "items": { "type": "array", "items": { "$ref": "#/components/schemas/IncidentSummary" } }, "next_offset": { "type": ["integer", "null"] } } },
                 "Incident": { "allOf": [ { "$ref": "#/components/schemas/IncidentSummary" }, { "type": "object", "properties": {
                     "log": { "type": "string" }, "diagnosis": { "$ref": "#/components/schemas/Diagnosis" },
+                    "bundle": { "$ref": "#/components/schemas/BundleDiagnosis", "description": "a distributed job's incident: its bundle (log and diagnosis are then the first fault's file's)" },
+                    "files": { "type": "array", "items": { "type": "object", "properties": { "ordinal": { "type": "integer" }, "name": { "type": "string" }, "kind": { "type": "string" }, "bytes": { "type": "integer" }, "lines": { "type": "integer" }, "binary": { "type": "boolean" } } } },
                     "feedback": { "type": "array", "items": { "$ref": "#/components/schemas/Feedback" } } } } ] },
                 "FeedbackInput": { "type": "object", "properties": {
                     "rule": { "type": "string" }, "verdict": { "enum": ["right", "wrong"] }, "fix_worked": { "type": "boolean" }, "comment": { "type": "string" } } },
@@ -197,7 +243,16 @@ pub fn spec() -> Value {
                     "complete": { "type": "boolean" }, "stopped": { "type": "string" } } }
             }
         }
-    })
+    });
+    if let (Some(schemas), Some(more)) = (
+        document
+            .pointer_mut("/components/schemas")
+            .and_then(Value::as_object_mut),
+        bundle_schemas.as_object(),
+    ) {
+        schemas.extend(more.clone());
+    }
+    document
 }
 
 pub(super) async fn document() -> Json<Value> {

@@ -13,6 +13,7 @@ use crate::kb::{Store, StoreOptions};
 use crate::objects::SnapshotStore;
 use crate::rules::RuleSet;
 use crate::server::{self, ServerOptions};
+use crate::service::bundle::xid_catalog;
 use crate::service::csrf::CsrfKey;
 use crate::web;
 use crate::worker::{Worker, WorkerOptions};
@@ -72,7 +73,8 @@ impl App {
         );
         let (writer, writer_task) = Writer::spawn(store.clone(), config.write_batch);
         let csrf_key = store.server_secret("csrf").await?;
-        let mut state = AppState::new(rules, store.clone(), writer, config);
+        let xids = xid_catalog(config.rules.as_deref())?;
+        let mut state = AppState::new(rules, xids, store.clone(), writer, config);
         state.snapshots = snapshots.clone();
         state.csrf_key = CsrfKey::from_hex(&csrf_key).context("the stored CSRF key is not 64 hex digits")?;
         // The worker shares the uploads' snapshot memory budget.

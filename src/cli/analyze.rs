@@ -1,5 +1,6 @@
 //! `faultline analyze [FILE|-] [--format human|json|github|sarif] [--rules DIR]
-//! [--snapshot FILE [--param KEY=VALUE]… [--backend auto|cpu|gpu]]`.
+//! [--snapshot FILE [--param KEY=VALUE]… [--backend auto|cpu|gpu]]`; several files, a folder or a
+//! `.zip` / `.tar.gz` are one distributed job's bundle (`bundle_cmd`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,8 +19,10 @@ use crate::replay::{BackendChoice, Limits, Snapshot, open_backend};
 /// Arguments of `faultline analyze`.
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
-    /// Log file to read; `-` or nothing reads standard input.
-    file: Option<PathBuf>,
+    /// Log file to read; `-` or nothing reads standard input. Several files, a folder or a
+    /// `.zip` / `.tar.gz` are read as one distributed job (its ranks' logs, error files, dmesg,
+    /// nvidia-smi, DCGM and flight-recorder dumps).
+    files: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
@@ -89,6 +92,20 @@ pub fn exit_code(diagnosis: &Diagnosis) -> u8 {
 }
 
 pub(super) fn run(args: &AnalyzeArgs, out: &mut impl Write) -> anyhow::Result<u8> {
+    if super::bundle_cmd::is_bundle(&args.files)? {
+        if args.server.is_some() || args.snapshot.is_some() {
+            anyhow::bail!("--server and --snapshot take one log, not a bundle of several files");
+        }
+        let format = match args.format {
+            Format::Human => super::bundle_cmd::BundleFormat::Human,
+            Format::Json => super::bundle_cmd::BundleFormat::Json,
+            Format::Github | Format::Sarif => {
+                anyhow::bail!("--format github / sarif take one log; a bundle is shown as human or json")
+            }
+        };
+        return super::bundle_cmd::run(&args.files, &args.rules, format, out);
+    }
+    let file = args.files.first();
     // A bad snapshot is refused before anything else is done.
     let keep_bytes = args.server.is_some();
     let snapshot = args
@@ -97,11 +114,8 @@ pub(super) fn run(args: &AnalyzeArgs, out: &mut impl Write) -> anyhow::Result<u8
         .map(|path| read_snapshot(path, &args.params, keep_bytes))
         .transpose()?;
     let replayed = snapshot.is_some() && !keep_bytes;
-    let input = super::open_input(args.file.as_deref())?;
-    let source = args
-        .file
-        .as_ref()
-        .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
+    let input = super::open_input(file.map(PathBuf::as_path))?;
+    let source = file.map_or_else(|| "-".to_owned(), |p| p.display().to_string());
     let diagnosis = match &args.server {
         Some(server) => {
             let submission = Submission {

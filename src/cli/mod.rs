@@ -4,6 +4,7 @@
 //! examples / lints / eval targets), 2 usage or input error.
 
 mod analyze;
+mod bundle_cmd;
 mod client;
 mod eval_cmd;
 mod input;

@@ -24,10 +24,19 @@ pub fn action_of(method: &Method, route: &str, query: Option<&str>) -> Option<Ac
         "/api/v1/analyze" if post => Analyze,
         "/analyze" if post => StoreIncident,
         "/" if read => ViewGroups,
-        "/incidents" | "/incidents/{id}" | "/incidents/{id}/log" if read => ViewIncidents,
-        "/api/v1/incidents" | "/api/v1/incidents/{id}" | "/api/v1/incidents/{id}/similar" if read => {
+        "/incidents" | "/incidents/{id}" | "/incidents/{id}/log" | "/incidents/{id}/files/{file}" if read => {
             ViewIncidents
         }
+        "/api/v1/incidents"
+        | "/api/v1/incidents/{id}"
+        | "/api/v1/incidents/{id}/similar"
+        | "/api/v1/incidents/{id}/files/{file}"
+            if read =>
+        {
+            ViewIncidents
+        }
+        // Where incidents' first faults were: read as incidents are.
+        "/offenders" | "/api/v1/offenders" if read => ViewIncidents,
         "/groups" | "/groups/{id}" | "/api/v1/groups" | "/api/v1/groups/{id}" if read => ViewGroups,
         "/rules" | "/rules/{id}" | "/api/v1/rules" | "/api/v1/rules/{id}" if read => ViewRules,
         "/api/v1/replay/jobs/{id}" if read => ViewReplay,
@@ -132,6 +141,19 @@ mod tests {
             Some(Action::Analyze)
         );
         assert_eq!(action_of(&post, "/analyze", None), Some(Action::StoreIncident));
+        assert_eq!(
+            action_of(&get, "/api/v1/offenders", None),
+            Some(Action::ViewIncidents)
+        );
+        assert_eq!(action_of(&get, "/offenders", None), Some(Action::ViewIncidents));
+        assert_eq!(
+            action_of(&get, "/incidents/{id}/files/{file}", None),
+            Some(Action::ViewIncidents)
+        );
+        assert_eq!(
+            action_of(&get, "/api/v1/incidents/{id}/files/{file}", None),
+            Some(Action::ViewIncidents)
+        );
         assert_eq!(action_of(&Method::DELETE, "/incidents/{id}", None), None);
         assert_eq!(action_of(&get, "/admin", None), None);
         let p = policy(Access::Open, "127.0.0.1:8080");

@@ -34,6 +34,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "server secrets",
         include_str!("../../migrations/sqlite/0005_server_secrets.sql"),
     ),
+    (
+        6,
+        "incident bundles",
+        include_str!("../../migrations/sqlite/0006_incident_bundles.sql"),
+    ),
 ];
 
 /// (version, description, SQL) for PostgreSQL: the same versions as SQLite.
@@ -62,6 +67,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         5,
         "server secrets",
         include_str!("../../migrations/postgres/0005_server_secrets.sql"),
+    ),
+    (
+        6,
+        "incident bundles",
+        include_str!("../../migrations/postgres/0006_incident_bundles.sql"),
     ),
 ];
 

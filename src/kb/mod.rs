@@ -5,6 +5,7 @@
 //! search) are chosen by [`Backend`]. No SQL lives outside this module. Secrets are redacted from a
 //! log before it is analysed or stored ([`redact`]).
 
+pub mod bundles;
 pub mod codec;
 mod migrations;
 pub mod queries;

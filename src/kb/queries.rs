@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use sqlx::{AssertSqlSafe, Row};
 
+use super::bundles::decode_bundle;
 use super::codec::decompress;
 use super::redact::{redact, redacted};
 use super::rows::{
@@ -207,7 +208,7 @@ impl Store {
     /// One incident with its log, diagnosis, feedback and group.
     pub async fn incident(&self, id: i64) -> Result<IncidentDetail> {
         let sql = format!(
-            "SELECT {INCIDENT_COLUMNS}, l.data, i.diagnosis FROM incidents i JOIN logs l ON l.hash = i.log_hash WHERE i.id = $1"
+            "SELECT {INCIDENT_COLUMNS}, l.data, i.diagnosis, i.bundle FROM incidents i JOIN logs l ON l.hash = i.log_hash WHERE i.id = $1"
         );
         let row = sqlx::query(AssertSqlSafe(sql))
             .bind(id)
@@ -226,12 +227,19 @@ impl Store {
             Some(g) => Some(self.group_summary(g).await?),
             None => None,
         };
+        let bundle = decode_bundle(id, row.try_get(18)?)?;
+        let files = match bundle {
+            Some(_) => self.incident_files(id).await?,
+            None => Vec::new(),
+        };
         Ok(IncidentDetail {
             log: String::from_utf8_lossy(&log).into_owned(),
             diagnosis,
             feedback: self.feedback_of(id).await?,
             group,
             incident,
+            bundle,
+            files,
         })
     }
 

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::model::Diagnosis;
+use super::bundles::StoredFile;
+use crate::model::{BundleDiagnosis, Diagnosis};
 
 /// An incident as listed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,6 +88,13 @@ pub struct IncidentDetail {
     pub feedback: Vec<Feedback>,
     /// Its group.
     pub group: Option<GroupSummary>,
+    /// A distributed job's incident: the diagnosis of its whole bundle (`log` and `diagnosis` are
+    /// then those of the file that shows the first fault).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<BundleDiagnosis>,
+    /// The files of its bundle, in the order they came.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<StoredFile>,
 }
 
 /// A group of incidents sharing a fingerprint.

@@ -13,11 +13,12 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use tokio::sync::{mpsc, oneshot};
 
+use super::bundles::{BundleText, PreparedBundle};
 use super::codec::{compress, sha256_hex};
 use super::redact::redacted;
 use super::{Backend, Result, Store, StoreError};
 use crate::diagnose::mask_message;
-use crate::model::{Confidence, Diagnosis, Role};
+use crate::model::{BundleDiagnosis, Confidence, Diagnosis, Role};
 
 /// Longest accepted metadata field.
 const MAX_FIELD: usize = 512;
@@ -97,6 +98,10 @@ pub struct NewIncident {
     /// The lines search reads: the primary finding's evidence, and the unexplained error.
     evidence: Option<String>,
     rules: Vec<(String, &'static str)>,
+    /// A distributed job's bundle: its files, ranks and diagnosis.
+    bundle: Option<PreparedBundle>,
+    /// The title when no finding gives one: the bundle's first fault.
+    fallback_title: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -158,7 +163,28 @@ impl NewIncident {
             unexplained_error: diagnosis.unexplained_error.as_ref().map(|e| e.text.clone()),
             evidence: searched_lines(diagnosis),
             rules,
+            bundle: None,
+            fallback_title: None,
         }
+    }
+
+    /// Encodes a distributed job's bundle: its files (each redacted by the caller), the bundle
+    /// diagnosis, and the file the incident shows as its log (`shown`, the one with the first
+    /// fault) with its single-log `diagnosis`, by which lists, groups and search know it. CPU work.
+    pub fn prepare_bundle(
+        files: &[BundleText],
+        shown: usize,
+        diagnosis: &Diagnosis,
+        bundle: &BundleDiagnosis,
+        meta: IncidentMeta,
+        created_at: i64,
+    ) -> Self {
+        let log = files.get(shown).map_or("", |f| f.text.as_str());
+        let mut incident = Self::prepare(log, diagnosis, meta, created_at);
+        incident.diagnosed = incident.diagnosed || bundle.is_diagnosed();
+        incident.fallback_title = bundle.first_fault.as_ref().map(|f| f.summary.clone());
+        incident.bundle = Some(PreparedBundle::prepare(files, bundle));
+        incident
     }
 }
 
@@ -267,13 +293,14 @@ async fn write_batch(store: &Store, incidents: &[&NewIncident]) -> Result<Vec<St
         &rule_rows,
     )
     .await?;
+    insert_bundles(&mut tx, &stored, incidents).await?;
     if store.backend() == Backend::Sqlite {
         let search_rows: Vec<Vec<Value<'_>>> = ids()
             .map(|(id, i)| {
                 let p = i.primary.as_ref();
                 vec![
                     Value::Int(Some(id)),
-                    Value::Text(p.map(|p| p.title.as_str())),
+                    Value::Text(p.map(|p| p.title.as_str()).or(i.fallback_title.as_deref())),
                     Value::Text(p.map(|p| p.summary.as_str())),
                     Value::Text(i.evidence.as_deref()),
                     Value::Text(i.meta.project.as_deref()),
@@ -295,15 +322,27 @@ async fn write_batch(store: &Store, incidents: &[&NewIncident]) -> Result<Vec<St
 /// Stores each distinct log of the batch once (logs are content-addressed).
 async fn insert_logs(tx: &mut Tx<'_>, incidents: &[&NewIncident]) -> Result<()> {
     let mut seen = HashSet::new();
-    let rows: Vec<Vec<Value<'_>>> = incidents
+    let own = incidents.iter().map(|i| {
+        (
+            i.log_hash.as_str(),
+            i.log_bytes,
+            i.log_lines,
+            i.log_data.as_slice(),
+        )
+    });
+    let files = incidents
         .iter()
-        .filter(|i| seen.insert(i.log_hash.as_str()))
-        .map(|i| {
+        .flat_map(|i| i.bundle.iter().flat_map(|b| &b.files))
+        .map(|f| (f.hash.as_str(), f.text_bytes, f.lines, f.data.as_slice()));
+    let rows: Vec<Vec<Value<'_>>> = own
+        .chain(files)
+        .filter(|(hash, ..)| seen.insert(*hash))
+        .map(|(hash, bytes, lines, data)| {
             vec![
-                Value::Text(Some(&i.log_hash)),
-                Value::Int(Some(i.log_bytes)),
-                Value::Int(Some(i.log_lines)),
-                Value::Blob(&i.log_data),
+                Value::Text(Some(hash)),
+                Value::Int(Some(bytes)),
+                Value::Int(Some(lines)),
+                Value::Blob(Some(data)),
             ]
         })
         .collect();
@@ -312,6 +351,65 @@ async fn insert_logs(tx: &mut Tx<'_>, incidents: &[&NewIncident]) -> Result<()> 
         "INSERT INTO logs (hash, bytes, lines, data) VALUES ",
         " ON CONFLICT (hash) DO NOTHING",
         &rows,
+    )
+    .await?;
+    Ok(())
+}
+
+/// The files and ranks of the batch's bundle incidents.
+async fn insert_bundles(tx: &mut Tx<'_>, stored: &[Stored], incidents: &[&NewIncident]) -> Result<()> {
+    let bundles = || {
+        stored
+            .iter()
+            .zip(incidents)
+            .filter_map(|(s, i)| i.bundle.as_ref().map(|b| (s.incident_id, i.created_at, b)))
+    };
+    let file_rows: Vec<Vec<Value<'_>>> = bundles()
+        .flat_map(|(id, _, b)| {
+            b.files.iter().enumerate().map(move |(n, f)| {
+                vec![
+                    Value::Int(Some(id)),
+                    Value::Int(Some(n as i64)),
+                    Value::Text(Some(&f.name)),
+                    Value::Text(Some(f.kind)),
+                    Value::Text(Some(&f.hash)),
+                    Value::Int(Some(f.bytes)),
+                    Value::Int(Some(i64::from(f.binary))),
+                ]
+            })
+        })
+        .collect();
+    insert_rows(
+        tx,
+        "INSERT INTO incident_files (incident_id, ordinal, name, kind, log_hash, bytes, is_binary) VALUES ",
+        "",
+        &file_rows,
+    )
+    .await?;
+    let rank_rows: Vec<Vec<Value<'_>>> = bundles()
+        .flat_map(|(id, created_at, b)| {
+            b.ranks.iter().enumerate().map(move |(n, r)| {
+                vec![
+                    Value::Int(Some(id)),
+                    Value::Int(Some(n as i64)),
+                    Value::Int(r.rank),
+                    Value::Text(r.host.as_deref()),
+                    Value::Int(r.local_rank),
+                    Value::Int(r.gpu.index.map(i64::from)),
+                    Value::Text(r.gpu.bus_id.as_deref()),
+                    Value::Text(r.gpu.uuid.as_deref()),
+                    Value::Text(r.gpu_key.as_deref()),
+                    Value::Int(Some(i64::from(r.first_fault))),
+                    Value::Int(Some(created_at)),
+                ]
+            })
+        })
+        .collect();
+    insert_rows(
+        tx,
+        "INSERT INTO incident_ranks (incident_id, ordinal, global_rank, host, local_rank, gpu_index, gpu_bus_id, gpu_uuid, gpu_key, first_fault, created_at) VALUES ",
+        "",
+        &rank_rows,
     )
     .await?;
     Ok(())
@@ -438,19 +536,20 @@ async fn insert_incidents(
                 Value::Text(p.map(|p| p.class.as_str())),
                 Value::Text(p.map(|p| p.rule.as_str())),
                 Value::Text(p.map(|p| p.confidence)),
-                Value::Text(p.map(|p| p.title.as_str())),
+                Value::Text(p.map(|p| p.title.as_str()).or(i.fallback_title.as_deref())),
                 Value::Text(p.map(|p| p.summary.as_str())),
                 Value::Text(i.evidence.as_deref()),
                 Value::Int(Some(i.log_lines)),
-                Value::Blob(&i.diagnosis),
+                Value::Blob(Some(&i.diagnosis)),
                 Value::Int(Some(i64::from(i.diagnosed))),
                 Value::Text(i.unexplained_error.as_deref()),
+                Value::Blob(i.bundle.as_ref().map(|b| b.diagnosis.as_slice())),
             ]
         })
         .collect();
     let returned = insert_rows(
         tx,
-        "INSERT INTO incidents (created_at, group_id, log_hash, project, source, commit_sha, job_url, tags, class, rule, confidence, title, summary, evidence, lines, diagnosis, diagnosed, unexplained_error) VALUES ",
+        "INSERT INTO incidents (created_at, group_id, log_hash, project, source, commit_sha, job_url, tags, class, rule, confidence, title, summary, evidence, lines, diagnosis, diagnosed, unexplained_error, bundle) VALUES ",
         " RETURNING id",
         &rows,
     )
@@ -496,7 +595,7 @@ type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
 enum Value<'a> {
     Int(Option<i64>),
     Text(Option<&'a str>),
-    Blob(&'a [u8]),
+    Blob(Option<&'a [u8]>),
 }
 
 impl Value<'_> {
@@ -505,7 +604,7 @@ impl Value<'_> {
         match self {
             Value::Int(_) => 8,
             Value::Text(t) => t.map_or(0, str::len),
-            Value::Blob(b) => b.len(),
+            Value::Blob(b) => b.map_or(0, <[u8]>::len),
         }
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! This module owns data only; it holds no parsing logic and does no IO.
 
+mod bundle;
 mod diagnosis;
 mod event;
 
+pub use bundle::*;
 pub use diagnosis::*;
 pub use event::*;
 

@@ -20,7 +20,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: ",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: ",
         handle: numbered_error,
     },
     Extractor {
@@ -451,6 +451,8 @@ const NUMBERED: &[(&str, CudaApi)] = &[
     (r"CUDA error \(?(?P<n>\d+)\)?: (?P<m>.+)$", CudaApi::Runtime),
     // ggml (llama.cpp, whisper.cpp): `CUDA error 2 at ggml-cuda.cu:5509: out of memory`
     (r"CUDA error (?P<n>\d+) at \S+:\d+: (?P<m>.+)$", CudaApi::Runtime),
+    // Marian's CUDA_CHECK: `Error: CUDA error 999 'unknown error' - file.cu:54: cudaStreamSynchronize(0)`
+    (r"CUDA error (?P<n>\d+) '(?P<m>[^']+)'", CudaApi::Runtime),
     (r"HIP error: (?P<m>.+)$", CudaApi::Runtime),
     // Caffe's CHECK: the code, then (usually) the message
     (
@@ -1034,6 +1036,20 @@ mod tests {
                 "{text}: {errors:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_code_then_the_quoted_message_is_a_cuda_error_with_both() {
+        // Marian NMT's CUDA_CHECK, after many hours of training
+        let text = "[2025-01-21 16:30:37] Error: CUDA error 999 'unknown error' - /builds/worker/fetches/marian-source/src/tensors/gpu/algorithm.cu:54: cudaStreamSynchronize(0)";
+        assert_eq!(
+            codes_and_messages(text),
+            vec![(Some(999), "unknown error".to_owned())]
+        );
+        let errors = cuda_errors(
+            "Error: CUDA error 2 'out of memory' - src/tensors/gpu/device.cu:32: cudaMalloc(&data_, size)",
+        );
+        assert_eq!(errors[0].name.as_deref(), Some("cudaErrorMemoryAllocation"));
     }
 
     #[test]

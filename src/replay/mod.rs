@@ -6,8 +6,11 @@
 //! [`Backend`] — the CPU always, the GPU (cudarc, feature `cuda`) when a device opens — and gives a
 //! [`CheckResult`]: confirmed, refuted or inconclusive, with counts, min / max and the first
 //! offending positions and values. A cause is refuted only when every tensor that could carry it
-//! was checked against a known limit (the ids of an embedding table: see `check::embedding`);
-//! otherwise the verdict is inconclusive and says what was not checked and which key would tell.
+//! was checked against a known limit (the ids of an embedding table: see `check::embedding`;
+//! positions only for a model family known to index a learned absolute table); otherwise the
+//! verdict is inconclusive and says what was not checked and which key would tell. A check whose
+//! refutation speaks for its own cause only (`hidden_size`) never refutes a finding or the
+//! diagnosis by itself.
 
 pub mod check;
 pub mod cpu;
@@ -159,7 +162,8 @@ impl std::str::FromStr for BackendChoice {
 
 /// Runs the replay check of every cause in `diagnosis` that names one, on `snapshot`, records each
 /// verdict on its cause ([`crate::model::Cause::outcome`]) and sets each finding's evidence tier:
-/// confirmed when a cause is confirmed, refuted when every checked cause is refuted.
+/// confirmed when a cause is confirmed, refuted when every checked cause is refuted (and, where
+/// a refutation speaks for its own cause only, every cause of the finding was checked).
 pub fn replay_diagnosis(
     diagnosis: &mut crate::model::Diagnosis,
     snapshot: &Snapshot,
@@ -171,10 +175,13 @@ pub fn replay_diagnosis(
     let mut done: Vec<(CheckSpec, CheckResult)> = Vec::new();
     for finding in &mut diagnosis.findings {
         let (mut checked, mut confirmed, mut refuted) = (0, 0, 0);
+        // A refutation that speaks for its own cause only (`CheckInfo::refutes_finding`).
+        let mut narrow = false;
         for cause in &mut finding.causes {
             let Some(spec) = cause.replay.as_ref().map(CheckSpec::from) else {
                 continue;
             };
+            let broad = refutes_finding(&spec);
             let result = match done.iter().find(|(s, _)| *s == spec) {
                 Some((_, result)) => result.clone(),
                 None => {
@@ -187,7 +194,10 @@ pub fn replay_diagnosis(
             checked += 1;
             match result.verdict {
                 Verdict::Confirmed => confirmed += 1,
-                Verdict::Refuted => refuted += 1,
+                Verdict::Refuted => {
+                    refuted += 1;
+                    narrow |= !broad;
+                }
                 Verdict::Inconclusive => {}
             }
             cause.outcome = Some(ReplayOutcome {
@@ -196,14 +206,21 @@ pub fn replay_diagnosis(
                 backend: result.backend,
             });
         }
+        let every_cause_checked = checked == finding.causes.len();
         if confirmed > 0 {
             finding.tier = EvidenceTier::Confirmed;
-        } else if checked > 0 && refuted == checked {
+        } else if checked > 0 && refuted == checked && (!narrow || every_cause_checked) {
             finding.tier = EvidenceTier::Refuted;
         }
     }
     diagnosis.replay = summary::summarize(diagnosis);
     done.into_iter().map(|(_, result)| result).collect()
+}
+
+/// Whether a refutation by `spec`'s check speaks for its whole finding (an unknown check's
+/// does not: it never runs).
+pub(crate) fn refutes_finding(spec: &CheckSpec) -> bool {
+    check::check_info(&spec.name).is_some_and(|info| info.refutes_finding)
 }
 
 /// Runs the replay checks of `diagnosis` on `snapshot`: the latest snapshot speaks, so outcomes

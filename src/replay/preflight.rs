@@ -1,7 +1,7 @@
 //! Pre-flight: the replay checks run on a batch before a job starts, with no log to say what
 //! failed. The snapshot's tensors decide which checks apply ([`plan`]): the word and position
-//! tables of the ids, the token types, the labels, every floating-point tensor's finiteness, and
-//! the batch's consistency. A Hugging Face `config.json` gives the model's facts
+//! tables of the ids, the token types, the labels, the width of embeddings and encoder states,
+//! every floating-point tensor's finiteness, and the batch's consistency. A Hugging Face `config.json` gives the model's facts
 //! ([`config_params`]) when the snapshot's metadata lacks them.
 //!
 //! A confirmed check is a problem the job would meet; refuted ones are fine; inconclusive ones
@@ -21,7 +21,19 @@ const CONFIG_KEYS: &[&str] = &[
     "n_positions",
     "max_target_positions",
     "max_source_positions",
+    "max_encoder_position_embeddings",
+    "max_decoder_position_embeddings",
+    "position_embedding_type",
+    "position_biased_input",
+    "attention_window",
     "type_vocab_size",
+    "hidden_size",
+    "d_model",
+    "n_embd",
+    "embedding_size",
+    "input_embedding_size",
+    "word_embed_proj_dim",
+    "cross_attention_hidden_size",
     "is_encoder_decoder",
     "model_type",
     "decoder_start_token_id",
@@ -42,8 +54,16 @@ pub fn config_params(config: &[u8]) -> Result<serde_json::Map<String, Value>, Re
     };
     let mut params = serde_json::Map::new();
     for key in CONFIG_KEYS {
-        if let Some(value) = config.get(*key).filter(|v| is_scalar(v)) {
-            params.insert((*key).to_owned(), Value::String(scalar_text(value)));
+        match config.get(*key) {
+            Some(value) if is_scalar(value) => {
+                params.insert((*key).to_owned(), Value::String(scalar_text(value)));
+            }
+            // LED's attention_window, one per layer.
+            Some(Value::Array(list)) if !list.is_empty() && list.iter().all(Value::is_number) => {
+                let items: Vec<String> = list.iter().map(scalar_text).collect();
+                params.insert((*key).to_owned(), Value::String(items.join(",")));
+            }
+            _ => {}
         }
     }
     let architectures: Vec<&str> = config
@@ -95,6 +115,10 @@ pub fn plan(snapshot: &Snapshot) -> Vec<CheckSpec> {
     }
     if snapshot.by_role("labels").is_some() {
         checks.push(spec("target_bounds", &[]));
+    }
+    let states = super::check::DEFAULT_HIDDEN_SIZE_TENSORS.split(',');
+    if states.into_iter().any(|role| snapshot.by_role(role).is_some()) {
+        checks.push(spec("hidden_size", &[]));
     }
     for tensor in snapshot.tensors() {
         if tensor.dtype.is_float() {
@@ -158,11 +182,22 @@ mod tests {
         assert_eq!(p["vocab_size"], "50265");
         assert_eq!(p["is_encoder_decoder"], "true");
         assert_eq!(p["architectures"], "BartForConditionalGeneration");
-        assert!(!p.contains_key("d_model"), "only the keys the checks read");
+        assert_eq!(p["d_model"], "768", "the width the hidden_size check reads");
+        assert!(!p.contains_key("id2label"), "only the keys the checks read");
         assert!(
             !p.contains_key("num_labels"),
             "a generation model's default labels bound nothing"
         );
+    }
+
+    #[test]
+    fn leds_attention_window_per_layer_is_kept_as_a_list() {
+        let p = params(
+            r#"{"model_type": "led", "attention_window": [512, 512, 1024],
+                "max_encoder_position_embeddings": 16384, "max_decoder_position_embeddings": 1024}"#,
+        );
+        assert_eq!(p["attention_window"], "512,512,1024");
+        assert_eq!(p["max_encoder_position_embeddings"], "16384");
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub fn script(check: &CheckSpec, summary: &SnapshotSummary, snapshot_file: &str)
             let _ = writeln!(s, "a, b = t[{a}], t[{b}]");
             s.push_str("c = a @ b\n");
         }
+        Check::HiddenSize => hidden_size(&mut s, &p),
         Check::Consistency => {
             let list = p.value("tensors").unwrap_or_else(|| "logits,labels".into());
             let roles: Vec<&str> = list.split(',').map(str::trim).collect();
@@ -190,6 +191,40 @@ fn index_bounds(s: &mut String, p: &Params<'_>) {
         None => s.push_str("size = 1000  # set to the embedding's num_embeddings\n"),
     }
     s.push_str("out = F.embedding(ids, torch.randn(size, 8, device=\"cuda\"))\n");
+}
+
+fn hidden_size(s: &mut String, p: &Params<'_>) {
+    let list = p
+        .value("tensors")
+        .unwrap_or_else(|| super::check::DEFAULT_HIDDEN_SIZE_TENSORS.into());
+    let Some(role) = list.split(',').map(str::trim).find(|r| p.has(r)) else {
+        s.push_str("raise SystemExit(\"the snapshot holds no tensor to check; name it with --param tensors=NAME\")\n");
+        return;
+    };
+    let x = quote(&p.resolve(role));
+    let keys: &[&str] = if role.contains("inputs_embeds") {
+        &[
+            "embedding_size",
+            "input_embedding_size",
+            "word_embed_proj_dim",
+            "hidden_size",
+            "d_model",
+            "n_embd",
+        ]
+    } else {
+        &["hidden_size", "d_model", "n_embd"]
+    };
+    let _ = writeln!(s, "x = t[{x}].float()");
+    match p.int(keys) {
+        Some(width) => {
+            let _ = writeln!(s, "width = {width}");
+        }
+        None => s.push_str("width = 768  # set to the model's hidden size\n"),
+    }
+    s.push_str("print(tuple(x.shape), \"last dim\", x.shape[-1], \"vs the model's width\", width)\n");
+    s.push_str(
+        "out = F.linear(x, torch.zeros(width, width, device=\"cuda\"))  # a layer of the model's width\n",
+    );
 }
 
 fn value_range(s: &mut String, p: &Params<'_>) {
@@ -358,6 +393,25 @@ mod tests {
         assert!(parses_as_python(&out), "{out}");
         let out = script(&spec("consistency", &[("tensors", "x,w")]), &sum, "s.safetensors");
         assert!(out.contains("labels = t[\"w\"].to(\"cpu\")"), "{out}");
+        assert!(parses_as_python(&out), "{out}");
+    }
+
+    #[test]
+    fn hidden_size_multiplies_the_states_by_a_layer_of_the_models_width() {
+        let sum = summary(
+            &[("encoder_outputs", DType::F32, &[2, 5, 512])],
+            &[("model.d_model", "768"), ("d_model", "768")],
+        );
+        let out = script(&spec("hidden_size", &[]), &sum, "s.safetensors");
+        assert!(
+            out.contains("x = t[\"encoder_outputs\"].float()\nwidth = 768\n"),
+            "{out}"
+        );
+        assert!(out.contains("F.linear(x, torch.zeros(width, width"), "{out}");
+        assert!(parses_as_python(&out), "{out}");
+        let none = summary(&[("logits", DType::F32, &[2, 5])], &[]);
+        let out = script(&spec("hidden_size", &[]), &none, "s.safetensors");
+        assert!(out.contains("raise SystemExit("), "{out}");
         assert!(parses_as_python(&out), "{out}");
     }
 

@@ -1,5 +1,6 @@
 //! One report of a replay over a whole diagnosis ([`ReplaySummary`]): the causes a check decided
-//! first, each with the value that decided it, then every cause no check could decide folded
+//! first (confirmed before refuted, and within each the causes the traceback's frames implicate
+//! first), each with the value that decided it, then every cause no check could decide folded
 //! into one "not checked" line with the metadata keys or `--param` names that would let them run,
 //! and one verdict for the diagnosis that is never `refuted` while a cause went unchecked.
 
@@ -8,6 +9,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::check::Frames;
 use crate::model::{DecidedCause, Diagnosis, ReplaySummary, Verdict};
 
 /// What an inconclusive summary asks for: `--param vocab_size=N`, `the metadata key role.logits`,
@@ -29,27 +31,54 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
     let mut not_checked = Vec::new();
     let mut needs = BTreeSet::new();
     let mut backend = None;
+    for finding in &diagnosis.findings {
+        // A refutation that speaks for its own cause only leaves the finding's unchecked causes
+        // open: they are not checked, not refuted.
+        let narrow = finding.causes.iter().any(|c| {
+            c.outcome.as_ref().is_some_and(|o| o.verdict == Verdict::Refuted)
+                && c.replay
+                    .as_ref()
+                    .is_some_and(|r| !super::refutes_finding(&super::CheckSpec::from(r)))
+        });
+        for cause in finding.causes.iter().filter(|c| narrow && c.outcome.is_none()) {
+            if !not_checked.contains(&cause.title) {
+                not_checked.push(cause.title.clone());
+            }
+        }
+    }
+    let mut unchecked = Vec::new();
     for cause in diagnosis.findings.iter().flat_map(|f| &f.causes) {
         let Some(outcome) = &cause.outcome else {
             continue;
         };
         backend.get_or_insert_with(|| outcome.backend.clone());
+        let suspect = implicated(cause);
         match outcome.verdict {
-            Verdict::Confirmed | Verdict::Refuted => decided.push(DecidedCause {
-                cause: cause.title.clone(),
-                verdict: outcome.verdict,
-                summary: outcome.summary.clone(),
-            }),
+            Verdict::Confirmed | Verdict::Refuted => decided.push((
+                suspect,
+                DecidedCause {
+                    cause: cause.title.clone(),
+                    verdict: outcome.verdict,
+                    summary: outcome.summary.clone(),
+                },
+            )),
             Verdict::Inconclusive => {
-                if !not_checked.contains(&cause.title) {
-                    not_checked.push(cause.title.clone());
-                }
+                unchecked.push((suspect, cause.title.clone()));
                 needs.extend(wanted(&outcome.summary));
             }
         }
     }
     let backend = backend?;
-    decided.sort_by_key(|d| d.verdict != Verdict::Confirmed);
+    // Confirmed first; within each verdict, the causes the log's traceback implicates first.
+    decided.sort_by_key(|(suspect, d)| (d.verdict != Verdict::Confirmed, !suspect));
+    let decided: Vec<DecidedCause> = decided.into_iter().map(|(_, d)| d).collect();
+    unchecked.sort_by_key(|(suspect, _)| !suspect);
+    let narrow = std::mem::take(&mut not_checked);
+    for title in unchecked.into_iter().map(|(_, t)| t).chain(narrow) {
+        if !not_checked.contains(&title) {
+            not_checked.push(title);
+        }
+    }
     let verdict = if decided.iter().any(|d| d.verdict == Verdict::Confirmed) {
         Verdict::Confirmed
     } else if not_checked.is_empty() {
@@ -64,6 +93,23 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
         needs: needs.into_iter().collect(),
         backend,
     })
+}
+
+/// Whether the traceback frames a rule gave the cause's check implicate the tensor it checks
+/// (`embed_positions` the positions, the loss the labels).
+fn implicated(cause: &crate::model::Cause) -> bool {
+    let Some(spec) = &cause.replay else {
+        return false;
+    };
+    let Some(frames) = spec.params.get("frames") else {
+        return false;
+    };
+    let default = match spec.check.as_str() {
+        "target_bounds" => "labels",
+        _ => "input_ids",
+    };
+    let role = spec.params.get("tensor").map_or(default, String::as_str);
+    Frames::parse(frames).implicate(role)
 }
 
 /// The keys and parameters an inconclusive summary names.

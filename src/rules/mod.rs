@@ -43,6 +43,18 @@ mod embedded {
 /// Name of the taxonomy file at the root of a rules directory.
 pub const TAXONOMY_FILE: &str = "taxonomy.toml";
 
+/// Files at the root of a rules directory that are catalogs other parts read, not rules
+/// (`xid.toml`: what each NVIDIA Xid means, read by `bundle`). The loader skips them.
+pub const CATALOG_FILES: &[&str] = &["xid.toml"];
+
+/// The embedded copy of a catalog file (one of [`CATALOG_FILES`]).
+pub fn embedded_catalog(name: &str) -> Option<&'static str> {
+    embedded::EMBEDDED_RULES
+        .iter()
+        .find(|(relative, _)| *relative == name)
+        .map(|(_, text)| *text)
+}
+
 /// A problem with the rule base.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LoadError {
@@ -258,7 +270,7 @@ impl RuleSet {
             };
             if *relative == TAXONOMY_FILE {
                 taxonomy = Some(file);
-            } else {
+            } else if !CATALOG_FILES.contains(relative) {
                 files.push(file);
             }
         }
@@ -295,7 +307,7 @@ impl RuleSet {
                 .unwrap_or(&path)
                 .to_string_lossy()
                 .replace('\\', "/");
-            if relative == TAXONOMY_FILE {
+            if relative == TAXONOMY_FILE || CATALOG_FILES.contains(&relative.as_str()) {
                 continue;
             }
             match read(&path) {

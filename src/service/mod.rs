@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod auth;
 pub mod backtest;
 pub mod budget;
+pub mod bundle;
 pub mod csrf;
 pub mod error;
 pub mod limit;

@@ -8,6 +8,7 @@ use super::auth;
 use super::budget::MemoryBudget;
 use super::csrf::CsrfKey;
 use super::limit::RateLimiter;
+use crate::bundle::xid::XidCatalog;
 use crate::config::Config;
 use crate::kb::Store;
 use crate::kb::writer::Writer;
@@ -19,6 +20,8 @@ use crate::rules::RuleSet;
 pub struct AppState {
     /// The rule base.
     pub rules: Arc<RuleSet>,
+    /// What each NVIDIA Xid means (the rule base's `xid.toml`), for bundles.
+    pub xids: Arc<XidCatalog>,
     /// The knowledge base.
     pub store: Store,
     /// Where incidents are written.
@@ -47,9 +50,10 @@ pub struct AppState {
 
 impl AppState {
     /// State over a store whose writer is already running.
-    pub fn new(rules: RuleSet, store: Store, writer: Writer, config: Config) -> Self {
+    pub fn new(rules: RuleSet, xids: XidCatalog, store: Store, writer: Writer, config: Config) -> Self {
         Self {
             rules: Arc::new(rules),
+            xids: Arc::new(xids),
             store,
             writer,
             limiter: Arc::new(RateLimiter::new(

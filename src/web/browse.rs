@@ -7,12 +7,15 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use super::bundles::bundle_view;
 use super::pages::{
     CheckView, CoverageView, GroupPage, GroupRow, GroupsPage, Home, IncidentPage, IncidentRow, IncidentsPage,
-    NoteView, ProjectView, ReplayJobView, RuleHead, RulePage, RuleRow, RulesPage, VERSION,
+    NoteView, OffenderRow, OffendersPage, ProjectView, ReplayJobView, RuleHead, RulePage, RuleRow, RulesPage,
+    VERSION,
 };
 use super::views::{FindingView, chart, fold_log, safe_url, verdict_word, when};
 use super::{Allowed, Csrf, WebError, human_bytes};
+use crate::kb::bundles::{Offender, OffenderKind};
 use crate::kb::now_ms;
 use crate::kb::queries::Filter;
 use crate::kb::rows::{GroupSummary, IncidentSummary, Trend};
@@ -279,6 +282,7 @@ pub(super) async fn incident(
             .flat_map(|f| &f.causes)
             .any(|c| c.replay.is_some()),
         max_snapshot: human_bytes(state.config.snapshot_max_bytes),
+        bundle: detail.bundle.as_ref().map(|b| bundle_view(b, &detail.files)),
     })
 }
 
@@ -353,6 +357,47 @@ pub(super) async fn raw_log(
 ) -> Result<Response, WebError> {
     let detail = state.store.incident(id(&raw, "incident")?).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], detail.log).into_response())
+}
+
+/// One file of a bundle incident, as its text was kept.
+pub(super) async fn incident_file(
+    State(state): State<AppState>,
+    Path((raw, ordinal)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    let id = id(&raw, "incident")?;
+    let ordinal: i64 = ordinal.parse().map_err(|_| {
+        WebError(ApiError::NotFound(format!(
+            "Incident {id} has no file {ordinal}."
+        )))
+    })?;
+    let (_, text) = state.store.incident_file(id, ordinal).await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+/// GPUs and hosts that failed first in several jobs.
+pub(super) async fn offenders(State(state): State<AppState>) -> Result<OffendersPage, WebError> {
+    let list = state
+        .store
+        .offenders(i64::from(state.config.offender_threshold))
+        .await?;
+    let row = |o: Offender| OffenderRow {
+        name: match (&o.gpu, o.kind) {
+            (Some(gpu), OffenderKind::Gpu) => gpu.to_string(),
+            _ => o.key.clone(),
+        },
+        host: o.host.unwrap_or_default(),
+        jobs: o.jobs,
+        flagged: o.flagged,
+        incidents: o.incidents,
+        projects: o.projects.join(", "),
+        last_seen: when(o.last_seen),
+    };
+    Ok(OffendersPage {
+        version: VERSION,
+        threshold: list.threshold,
+        gpus: list.gpus.into_iter().map(row).collect(),
+        hosts: list.hosts.into_iter().map(row).collect(),
+    })
 }
 
 pub(super) async fn groups(

@@ -1,4 +1,5 @@
-//! The pages' forms: analyze a pasted or uploaded log, feedback, notes, rule backtests, sign-in.
+//! The pages' forms: analyze a pasted or uploaded log (or a distributed job's files), feedback,
+//! notes, rule backtests, sign-in.
 //! Every form is checked against the CSRF cookie before anything is done.
 
 use axum::Form;
@@ -16,6 +17,7 @@ use crate::kb::rows::Verdict;
 use crate::kb::writer::IncidentMeta;
 use crate::service::analyze::analyze_and_store;
 use crate::service::auth::verify_guarded;
+use crate::service::bundle::{Upload, analyze_uploads};
 use crate::service::csrf::same_secret;
 use crate::service::rules::backtest_candidate;
 use crate::service::snapshots::{parse_params_part, reserve_upload, store_snapshot, upload_capacity};
@@ -51,38 +53,45 @@ pub(super) async fn analyze(
     mut form: Multipart,
 ) -> Result<Response, WebError> {
     let limit = state.config.max_body_bytes;
-    let (mut csrf, mut pasted, mut uploaded, mut project) = (String::new(), String::new(), Vec::new(), None);
+    let (mut csrf, mut pasted, mut uploads, mut project) = (String::new(), String::new(), Vec::new(), None);
     while let Some(field) = form.next_field().await.map_err(|e| multipart_error(e, limit))? {
         let name = field.name().unwrap_or_default().to_owned();
+        let file_name = field.file_name().unwrap_or_default().to_owned();
         let bytes = field.bytes().await.map_err(|e| multipart_error(e, limit))?;
         match name.as_str() {
             "csrf" => csrf = String::from_utf8_lossy(&bytes).into_owned(),
             "log" => pasted = String::from_utf8_lossy(&bytes).into_owned(),
-            "file" => uploaded = bytes.to_vec(),
+            // A browser sends an empty part when no file was chosen.
+            "file" if !bytes.is_empty() || !file_name.is_empty() => uploads.push(Upload {
+                name: if file_name.is_empty() {
+                    format!("file-{}", uploads.len() + 1)
+                } else {
+                    file_name
+                },
+                bytes,
+            }),
             "project" => project = Some(String::from_utf8_lossy(&bytes).trim().to_owned()),
             _ => {}
         }
     }
     check_csrf(&browser, &csrf)?;
-    let log = if uploaded.is_empty() {
-        pasted
-    } else {
-        String::from_utf8_lossy(&uploaded).into_owned()
-    };
-    if log.trim().is_empty() {
-        return Err(WebError(ApiError::Unprocessable(
-            "The log is empty: paste a traceback or choose a file.".into(),
-        )));
-    }
     let meta = IncidentMeta {
         project: project.filter(|p| !p.is_empty()),
         source: Some("web".to_owned()),
         ..IncidentMeta::default()
     }
     .validated()?;
-    let outcome = analyze_and_store(&state, log, meta, true).await?;
-    let id = outcome.incident_id.unwrap_or_default();
-    Ok(Redirect::to(&format!("/incidents/{id}")).into_response())
+    let id = if uploads.is_empty() {
+        if pasted.trim().is_empty() {
+            return Err(WebError(ApiError::Unprocessable(
+                "The log is empty: paste a traceback or choose a file.".into(),
+            )));
+        }
+        analyze_and_store(&state, pasted, meta, true).await?.incident_id
+    } else {
+        analyze_uploads(&state, uploads, meta, true).await?.incident_id()
+    };
+    Ok(Redirect::to(&format!("/incidents/{}", id.unwrap_or_default())).into_response())
 }
 
 /// A snapshot attached from the incident page (multipart: csrf, snapshot file, params text).

@@ -8,9 +8,11 @@
 //! sends them to the sign-in (an API token kept in an HttpOnly cookie).
 
 mod browse;
+pub mod bundles;
 mod forms;
 pub mod pages;
 pub mod session;
+pub mod timeline;
 pub mod views;
 
 use std::time::Instant;
@@ -74,6 +76,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/incidents", get(browse::incidents))
         .route("/incidents/{id}", get(browse::incident))
         .route("/incidents/{id}/log", get(browse::raw_log))
+        .route("/incidents/{id}/files/{file}", get(browse::incident_file))
         .route("/incidents/{id}/feedback", post(forms::feedback))
         .route(
             "/incidents/{id}/snapshots",
@@ -82,6 +85,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/groups", get(browse::groups))
         .route("/groups/{id}", get(browse::group))
         .route("/groups/{id}/notes", post(forms::note))
+        .route("/offenders", get(browse::offenders))
         .route("/rules", get(browse::rules))
         .route("/rules/backtest", post(forms::backtest))
         .route("/rules/{id}", get(browse::rule))

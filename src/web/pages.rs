@@ -159,6 +159,8 @@ pub struct IncidentPage {
     pub replayable: bool,
     /// Snapshot upload limit in words.
     pub max_snapshot: String,
+    /// A distributed job's incident: its bundle.
+    pub bundle: Option<super::bundles::BundleView>,
 }
 
 /// A replay job as the incident page shows it.
@@ -403,4 +405,37 @@ pub struct BacktestPage {
     pub matched: Vec<(i64, String, String, String)>,
     /// Incidents it takes.
     pub takes: usize,
+}
+
+/// `/offenders`: GPUs and hosts that failed first in several jobs.
+#[derive(Template, WebTemplate)]
+#[template(path = "offenders.html")]
+pub struct OffendersPage {
+    /// Footer.
+    pub version: &'static str,
+    /// Jobs from which one is flagged.
+    pub threshold: i64,
+    /// GPUs.
+    pub gpus: Vec<OffenderRow>,
+    /// Hosts.
+    pub hosts: Vec<OffenderRow>,
+}
+
+/// A GPU or host on the offenders page.
+#[derive(Debug, Clone)]
+pub struct OffenderRow {
+    /// What names it.
+    pub name: String,
+    /// Its host (GPUs).
+    pub host: String,
+    /// Jobs it failed first in.
+    pub jobs: i64,
+    /// At or over the threshold.
+    pub flagged: bool,
+    /// Their incidents, newest first.
+    pub incidents: Vec<i64>,
+    /// Their projects.
+    pub projects: String,
+    /// Latest.
+    pub last_seen: String,
 }

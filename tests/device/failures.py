@@ -10,7 +10,12 @@ the job's log and gives it to faultline. ``--list`` prints the names.
 
 Each step is what users write, wrong in the way the articles in the seeds describe: a label equal
 to the number of classes, a token id past the embedding, a probability outside [0, 1], tensors
-on two devices, mixed dtypes, shapes that do not multiply, an allocation larger than the card.
+on two devices, mixed dtypes, shapes that do not multiply, an allocation larger than the card;
+and (``hf_*``) encoder-decoder and decoder-only Hugging Face steps past their tables: T5 labels
+past the vocabulary, BART / GPT-2 / OPT / LED inputs past their positions, labels padded with
+vocab_size, a token type past type_vocab_size. Their CPU twins, with the CPU's wording, are the
+fixtures of ``tests/fixtures/replay`` (its ``generate.py``): each ``hf_*`` step should get the
+verdicts listed in its README, on the GPU and on the CPU.
 Nothing here is downloaded: the Hugging Face model is built from a small config.
 """
 
@@ -154,6 +159,133 @@ def embedding_then_matmul_without_blocking(out):
         print(h.norm().item())
 
 
+def _hf_step(model, batch):
+    """One training step of a Hugging Face model on the GPU (the batch moved there)."""
+    outputs = model(**{k: v.to(CUDA) for k, v in batch.items()})
+    outputs.loss.backward()
+    print(f"loss {outputs.loss.item():.4f}")
+
+
+def _bart(max_positions):
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    config = BartConfig(vocab_size=120, d_model=32, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                        decoder_ffn_dim=64, max_position_embeddings=max_positions)
+    return BartForConditionalGeneration(config).to(CUDA)
+
+
+def hf_t5_labels_past_the_vocabulary(out):
+    """T5 labels holding an id >= vocab_size: shifted right, they are the decoder's input ids
+    (the decoder's embedding asserts). Saved with vocab_size only, as issue 20's user did."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                      decoder_start_token_id=0, pad_token_id=0)
+    model = T5ForConditionalGeneration(config).to(CUDA)
+    labels = torch.randint(1, 100, (2, 8))
+    labels[1, 5] = 103
+    batch = {"input_ids": torch.randint(1, 100, (2, 12)), "labels": labels}
+    with capture(batch, path=out, params={"vocab_size": 100}):
+        _hf_step(model, batch)
+
+
+def hf_bart_input_longer_than_the_position_table(out):
+    """BART inputs of 40 tokens against 32 positions (no truncation)."""
+    torch.manual_seed(1)
+    model = _bart(32)
+    batch = {"input_ids": torch.randint(3, 120, (4, 40)), "attention_mask": torch.ones(4, 40, dtype=torch.long),
+             "labels": torch.randint(3, 120, (4, 16))}
+    with capture(batch, model=model, path=out):
+        _hf_step(model, batch)
+
+
+def hf_bart_labels_padded_with_vocab_size(out):
+    """BART labels padded with vocab_size instead of -100: they reach the decoder's embedding."""
+    torch.manual_seed(2)
+    model = _bart(64)
+    labels = torch.randint(3, 120, (3, 12))
+    labels[0, 9:] = 120
+    labels[2, 6:] = 120
+    batch = {"input_ids": torch.randint(3, 120, (3, 20)), "labels": labels}
+    with capture(batch, model=model, path=out):
+        _hf_step(model, batch)
+
+
+def hf_gpt2_past_n_positions(out):
+    """A GPT-2 fed 30 tokens with n_positions 24."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(3)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=100, n_positions=24, n_embd=32, n_layer=1, n_head=2)).to(CUDA)
+    ids = torch.randint(0, 100, (2, 30))
+    batch = {"input_ids": ids, "labels": ids.clone()}
+    with capture(batch, model=model, path=out):
+        _hf_step(model, batch)
+
+
+def hf_gpt2_labels_padded_with_vocab_size(out):
+    """GPT-2 labels padded with vocab_size: the loss's class assert (nll_loss)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(4)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=1, n_head=2)).to(CUDA)
+    ids = torch.randint(0, 100, (2, 16))
+    labels = ids.clone()
+    labels[1, 10:] = 100
+    batch = {"input_ids": ids, "labels": labels}
+    with capture(batch, model=model, path=out):
+        _hf_step(model, batch)
+
+
+def hf_opt_past_its_positions(out):
+    """An OPT (positions over the attention mask, from row 2) with a row of 30 tokens, 24 positions."""
+    from transformers import OPTConfig, OPTForCausalLM
+
+    torch.manual_seed(5)
+    config = OPTConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, ffn_dim=64,
+                       num_attention_heads=2, max_position_embeddings=24, word_embed_proj_dim=32)
+    model = OPTForCausalLM(config).to(CUDA)
+    ids = torch.randint(3, 100, (2, 30))
+    mask = torch.ones(2, 30, dtype=torch.long)
+    mask[0, :10] = 0
+    batch = {"input_ids": ids, "attention_mask": mask, "labels": ids.clone()}
+    with capture(batch, model=model, path=out):
+        _hf_step(model, batch)
+
+
+def hf_bert_token_type_past_type_vocab_size(out):
+    """Token type 2 on a BERT with two token types."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(6)
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, type_vocab_size=2, num_labels=3)
+    model = BertForSequenceClassification(config).to(CUDA)
+    types = torch.zeros(2, 16, dtype=torch.long)
+    types[:, 8:] = 1
+    types[1, 12:] = 2
+    batch = {"input_ids": torch.randint(1, 100, (2, 16)), "token_type_ids": types, "labels": torch.tensor([0, 2])}
+    with capture(batch, model=model, path=out):
+        _hf_step(model, batch)
+
+
+def hf_led_encoder_past_its_positions(out):
+    """An LED whose 50 input tokens, padded to its window of 16, pass 60 encoder positions."""
+    from transformers import LEDConfig, LEDForConditionalGeneration
+
+    torch.manual_seed(7)
+    config = LEDConfig(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1,
+                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                       decoder_ffn_dim=64, max_encoder_position_embeddings=60,
+                       max_decoder_position_embeddings=20, attention_window=[16])
+    model = LEDForConditionalGeneration(config).to(CUDA)
+    batch = {"input_ids": torch.randint(3, 100, (2, 50)), "labels": torch.randint(3, 100, (2, 10))}
+    with capture(batch, model=model, path=out):
+        _hf_step(model, batch)
+
+
 CASES = {f.__name__: f for f in [
     classifier_labels_out_of_range,
     nll_labels_out_of_range_blocking,
@@ -166,6 +298,14 @@ CASES = {f.__name__: f for f in [
     allocation_larger_than_the_card,
     nan_found_by_anomaly_detection,
     embedding_then_matmul_without_blocking,
+    hf_t5_labels_past_the_vocabulary,
+    hf_bart_input_longer_than_the_position_table,
+    hf_bart_labels_padded_with_vocab_size,
+    hf_gpt2_past_n_positions,
+    hf_gpt2_labels_padded_with_vocab_size,
+    hf_opt_past_its_positions,
+    hf_bert_token_type_past_type_vocab_size,
+    hf_led_encoder_past_its_positions,
 ]}
 
 

@@ -163,6 +163,15 @@ impl Browser {
         );
     }
 
+    /// Runs a script in the page with `args` (`arguments[0]`, …) and returns what it returns.
+    pub fn execute(&self, script: &str, args: Value) -> Value {
+        self.call(
+            "POST",
+            "/execute/sync",
+            Some(json!({ "script": script, "args": args })),
+        )
+    }
+
     /// Clicks an element.
     pub fn click(&self, css: &str) {
         let el = self.find(css);

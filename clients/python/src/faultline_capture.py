@@ -36,8 +36,10 @@ Metadata written (all values are strings, as safetensors requires):
   ``config.vocab_size`` when there is no embedding), ``num_classes`` (the rows of the LM head
   for a language model, ``config.num_labels`` for a ``…Classification`` model, left out
   otherwise: every HF config has ``num_labels = 2``), ``max_position_embeddings``,
-  ``type_vocab_size``, ``padding_idx`` (``pad_token_id``), and ``model.<field>`` for the config
-  fields as they are;
+  ``type_vocab_size``, ``padding_idx`` (``pad_token_id``), the position keys of encoder and
+  decoder (``max_encoder_position_embeddings``, LED's ``attention_window`` as ``"512,512"``, …),
+  the widths the ``hidden_size`` check reads (``hidden_size``, ``embedding_size``, …), and
+  ``model.<field>`` for the config fields as they are;
 * ``device.<tensor>`` and ``dtype.<tensor>`` for torch tensors (read by the ``consistency``
   check), ``role.<role>`` when a nested batch holds a role under a prefixed name;
 * ``capture.*``: what was captured and why (error line, time, skipped tensors, notes);
@@ -116,8 +118,18 @@ CONFIG_FIELDS = (
     "n_positions",
     "max_target_positions",
     "max_source_positions",
+    "max_encoder_position_embeddings",
+    "max_decoder_position_embeddings",
+    "attention_window",
+    "position_embedding_type",
+    "position_biased_input",
     "type_vocab_size",
     "is_encoder_decoder",
+    "hidden_size",
+    "embedding_size",
+    "input_embedding_size",
+    "word_embed_proj_dim",
+    "cross_attention_hidden_size",
 )
 
 #: Config fields copied to the top level as they are: the limits and roles the replay checks
@@ -131,10 +143,20 @@ TOP_LEVEL_FIELDS = (
     "n_positions",
     "max_target_positions",
     "max_source_positions",
+    "max_encoder_position_embeddings",
+    "max_decoder_position_embeddings",
+    "attention_window",
+    "position_embedding_type",
+    "position_biased_input",
     "type_vocab_size",
     "pad_token_id",
     "decoder_start_token_id",
     "problem_type",
+    "hidden_size",
+    "embedding_size",
+    "input_embedding_size",
+    "word_embed_proj_dim",
+    "cross_attention_hidden_size",
 )
 
 #: Tokenizers say "no limit" with a huge ``model_max_length`` (int(1e30)).
@@ -354,6 +376,16 @@ def _int_or_none(value: Any) -> Optional[int]:
     return int(value)
 
 
+def _number_list(value: Any) -> Any:
+    """A list of integers (LED's ``attention_window``, one per layer) as ``"512,512"``; any other
+    value as it is."""
+    if isinstance(value, (list, tuple)) and value and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value
+    ):
+        return ",".join(str(int(v)) for v in value)
+    return value
+
+
 def model_facts(model: Any = None, tokenizer: Any = None) -> Dict[str, str]:
     """The parameters a Hugging Face style model (or its config) gives the replay checks.
 
@@ -378,6 +410,7 @@ def model_facts(model: Any = None, tokenizer: Any = None) -> Dict[str, str]:
                 value = getattr(config, field, None)
             except Exception:
                 value = None
+            value = _number_list(value)
             if isinstance(value, (bool, numbers.Real, str)):
                 facts[f"model.{field}"] = _text(value)
 
@@ -408,6 +441,7 @@ def model_facts(model: Any = None, tokenizer: Any = None) -> Dict[str, str]:
             value = getattr(config, field, None)
         except Exception:
             value = None
+        value = _number_list(value)
         if isinstance(value, (bool, numbers.Integral, str)):
             facts[field] = _text(value)
     # GPT-2 style configs name their position table n_positions.

@@ -295,6 +295,20 @@ class ModelFactsTest(TempDirTest):
         self.assertEqual(facts["max_position_embeddings"], "1024")
         self.assertEqual(facts["n_positions"], "1024")
 
+    def test_leds_position_keys_window_and_width_are_recorded(self) -> None:
+        facts = fc.model_facts(Config(
+            model_type="led", vocab_size=100, d_model=64, hidden_size=64, attention_window=[16, 32],
+            max_encoder_position_embeddings=128, max_decoder_position_embeddings=32,
+        ))
+        for key, value in {
+            "max_encoder_position_embeddings": "128",
+            "max_decoder_position_embeddings": "32",
+            "attention_window": "16,32",
+            "model.attention_window": "16,32",
+            "hidden_size": "64",
+        }.items():
+            self.assertEqual(facts.get(key), value, key)
+
     def test_the_tokenizers_length_and_its_real_limit_are_recorded(self) -> None:
         tokenizer = Tokenizer(50260)
         tokenizer.model_max_length = 512

@@ -5,6 +5,7 @@
 //! (`token_type_ids` alone feed theirs, and are checked here).
 
 use super::embedding::Table;
+use super::frames::Frames;
 use super::{Ctx, Found, Param, Scalar, Scan, ScanOutput, first_at, min_max};
 use crate::replay::snapshot::TensorRef;
 use crate::replay::{ReplayError, Verdict};
@@ -283,12 +284,35 @@ pub(super) fn target_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
     if let Some((_, value)) = ctx.lookup(&["value"]) {
         ctx.used.insert("value".into(), value);
     }
+    let frames = ctx.lookup(&["frames"]).map(|(_, v)| Frames::parse(&v));
+    if let Some(f) = frames.as_ref().filter(|f| !f.text.is_empty()) {
+        ctx.used.insert("frames".into(), f.text.clone());
+    }
+    // Set when the classes are the vocabulary because the traceback shows a language model's
+    // head in the loss: what the summary adds.
+    let mut lm_head = String::new();
     let classes = match ctx.int("num_classes", &["num_classes", "num_labels"])? {
         Some(p) => Some(p),
-        None => ctx
+        None => match ctx
             .find("logits")
             .filter(|l| l.name != labels.name)
-            .and_then(|l| classes_of(&l, &labels)),
+            .and_then(|l| classes_of(&l, &labels))
+        {
+            Some(p) => Some(p),
+            // The traceback shows a language model's head in the loss: its classes are the
+            // vocabulary's rows.
+            None if frames.as_ref().is_some_and(|f| f.lm_head) => {
+                let vocab = table_size(ctx, "input_ids", Some(labels.name))?;
+                if vocab.is_some() {
+                    let shown = frames.as_ref().map_or("", |f| f.text.as_str());
+                    lm_head = format!(
+                        "; the loss is over the language model's head ({shown}): its classes are the vocabulary"
+                    );
+                }
+                vocab
+            }
+            None => None,
+        },
     };
     if let Some(c) = &classes {
         ctx.used.insert("num_classes".into(), c.value.to_string());
@@ -331,7 +355,7 @@ pub(super) fn target_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
         )
     });
     let found = match (offense, &classes) {
-        (Some(summary), _) => Found::new(Verdict::Confirmed, summary),
+        (Some(summary), _) => Found::new(Verdict::Confirmed, format!("{summary}{lm_head}")),
         (None, None) => Found::inconclusive(format!(
             "no num_classes: add it to the snapshot metadata or pass --param num_classes=N (no negative {name} other than ignore_index {ignore}; {})",
             min_max(&out, labels.dtype)
@@ -343,7 +367,7 @@ pub(super) fn target_bounds(ctx: &mut Ctx<'_>) -> Result<Found, ReplayError> {
         (None, Some(c)) => Found::new(
             Verdict::Refuted,
             format!(
-                "all {} {name} in [0, {}) or ignore_index {ignore}; the assert comes from elsewhere",
+                "all {} {name} in [0, {}) or ignore_index {ignore}{lm_head}; the assert comes from elsewhere",
                 out.elements, c.value
             ),
         ),

@@ -30,6 +30,8 @@ pub enum Check {
     Consistency,
     /// Matrix-multiply arguments.
     Gemm,
+    /// Hidden states or embeddings of another width than the model's.
+    HiddenSize,
 }
 
 /// A check: which one, its name, what it shows and its parameters.
@@ -45,6 +47,10 @@ pub struct CheckInfo {
     pub params: &'static [ParamInfo],
     /// Parameter families named per tensor (`dtype.` as in `dtype.labels = int64`).
     pub per_tensor: &'static [&'static str],
+    /// Whether its refutation speaks for the whole finding (it checks the values the failure is
+    /// about: labels in range refute a label assert), or for its own cause only (widths that
+    /// match say nothing of a layer's own in_features, another cause of the same error).
+    pub refutes_finding: bool,
 }
 
 impl CheckInfo {
@@ -97,19 +103,43 @@ pub const CHECKS: &[CheckInfo] = &[
                 name: "frames",
                 aliases: &[],
                 default: "none (a rule fills it from the traceback: `{stack|} {table|}`)",
-                help: "the model frames of the log's traceback (decoder, embed_tokens, embed_positions, …): a decoder frame implicates the decoder's inputs, whose results come first",
+                help: "the model frames of the log's traceback (decoder, embed_tokens, embed_positions, the loss, …): they order the results (the decoder's inputs first for a decoder frame, the labels first for a loss frame), never decide them",
+            },
+            ParamInfo {
+                name: "max_source_positions",
+                aliases: &["max_encoder_position_embeddings"],
+                default: "metadata, else max_position_embeddings / n_positions",
+                help: "positions of the encoder's table (LED's max_encoder_position_embeddings)",
             },
             ParamInfo {
                 name: "max_target_positions",
-                aliases: &[],
-                default: "metadata, else max_position_embeddings",
-                help: "positions of an encoder-decoder's decoder",
+                aliases: &["max_decoder_position_embeddings"],
+                default: "metadata, else max_position_embeddings / n_positions",
+                help: "positions of an encoder-decoder's decoder (LED's max_decoder_position_embeddings)",
             },
             ParamInfo {
                 name: "position_offset",
                 aliases: &[],
-                default: "metadata, else the family's (RoBERTa: pad_token_id + 1; BART / mBART: 2, in a table of max_position_embeddings + 2 rows), else unknown",
-                help: "the table row of position 0",
+                default: "metadata, else the family's (BERT, GPT-2, LED, …: 0; RoBERTa: pad_token_id + 1, counting the tokens besides padding; BART / mBART: 2, in a table of max_position_embeddings + 2 rows; OPT: the same, counting the attention mask), else unknown: no verdict",
+                help: "the table row of position 0; giving it says the model has a learned absolute position table",
+            },
+            ParamInfo {
+                name: "position_embedding_type",
+                aliases: &[],
+                default: "metadata (also model.KEY), else absolute (ESM: unknown)",
+                help: "a BERT-style model has an absolute position table only when it is absolute",
+            },
+            ParamInfo {
+                name: "position_biased_input",
+                aliases: &[],
+                default: "metadata (also model.KEY), else unknown for DeBERTa",
+                help: "a DeBERTa has an absolute position table only when it is true",
+            },
+            ParamInfo {
+                name: "attention_window",
+                aliases: &[],
+                default: "metadata (also model.KEY)",
+                help: "LED pads the encoder's input to a multiple of it (the largest, for one per layer) before taking positions",
             },
             ParamInfo {
                 name: "is_encoder_decoder",
@@ -131,6 +161,7 @@ pub const CHECKS: &[CheckInfo] = &[
             },
         ],
         per_tensor: &[],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::TargetBounds,
@@ -161,8 +192,15 @@ pub const CHECKS: &[CheckInfo] = &[
                 default: "none",
                 help: "the offending value the log printed (informational)",
             },
+            ParamInfo {
+                name: "frames",
+                aliases: &[],
+                default: "none (a rule fills it from the traceback: `{loss|} {head|}`)",
+                help: "the model frames of the log's traceback: a language model's head (lm_head, lm_logits, ForCausalLMLoss) says the classes are the vocabulary (vocab_size bounds the labels)",
+            },
         ],
         per_tensor: &[],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::Finite,
@@ -175,6 +213,7 @@ pub const CHECKS: &[CheckInfo] = &[
             help: TENSOR_HELP,
         }],
         per_tensor: &[],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::ValueRange,
@@ -201,6 +240,7 @@ pub const CHECKS: &[CheckInfo] = &[
             },
         ],
         per_tensor: &[],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::Consistency,
@@ -221,6 +261,7 @@ pub const CHECKS: &[CheckInfo] = &[
             },
         ],
         per_tensor: &["dtype.", "device."],
+        refutes_finding: true,
     },
     CheckInfo {
         check: Check::Gemm,
@@ -247,6 +288,52 @@ pub const CHECKS: &[CheckInfo] = &[
             },
         ],
         per_tensor: &["stride.", "device."],
+        refutes_finding: true,
+    },
+    CheckInfo {
+        check: Check::HiddenSize,
+        name: "hidden_size",
+        help: "the last dim of the float tensors a model takes at its width (inputs_embeds, encoder_hidden_states, …) against the width its config records; a shape check (no element read, no kernel: the CPU and the GPU give it alike); widths that match refute its own cause for those tensors only",
+        params: &[
+            ParamInfo {
+                name: "tensors",
+                aliases: &[],
+                default: super::width::DEFAULT_TENSORS,
+                help: "comma-separated roles or tensor names; a name with inputs_embeds is taken at the embedding width, the others at the hidden size",
+            },
+            ParamInfo {
+                name: "hidden_size",
+                aliases: &["d_model", "n_embd"],
+                default: "metadata (also model.KEY)",
+                help: "the model's width",
+            },
+            ParamInfo {
+                name: "embedding_size",
+                aliases: &["input_embedding_size", "word_embed_proj_dim"],
+                default: "metadata (also model.KEY), else the hidden size for families without a width of their own for embeddings (ALBERT, ELECTRA, OPT, … have one)",
+                help: "the width of inputs_embeds",
+            },
+            ParamInfo {
+                name: "cross_attention_hidden_size",
+                aliases: &[],
+                default: "metadata (also model.KEY)",
+                help: "when recorded, encoder states are not judged by the hidden size (a wrapper may project them)",
+            },
+            ParamInfo {
+                name: "model_type",
+                aliases: &["architectures"],
+                default: "metadata (also model.KEY)",
+                help: "the model family: which width its embeddings and states have",
+            },
+            ParamInfo {
+                name: "is_encoder_decoder",
+                aliases: &[],
+                default: "metadata (also model.KEY)",
+                help: "whether a decoder takes the encoder's states",
+            },
+        ],
+        per_tensor: &[],
+        refutes_finding: false,
     },
 ];
 

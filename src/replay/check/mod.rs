@@ -16,21 +16,27 @@ mod bounds;
 mod catalog;
 mod consistency;
 mod embedding;
+mod frames;
 mod gemm;
 mod values;
+mod width;
 
 pub(crate) use bounds::size_keys;
 use bounds::{index_bounds, target_bounds};
 pub use catalog::{CHECKS, Check, CheckInfo, ParamInfo, check_info, describe_checks};
 use consistency::consistency;
+pub(crate) use frames::Frames;
 use gemm::gemm;
 pub use gemm::{GemmAspect, GemmProblem, judge_gemm};
 use values::{finite, value_range};
+pub(crate) use width::DEFAULT_TENSORS as DEFAULT_HIDDEN_SIZE_TENSORS;
+use width::hidden_size;
 
 /// A check to run: its name and parameters (from a rule's `replay` part or the command line).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckSpec {
-    /// `index_bounds`, `target_bounds`, `finite`, `value_range`, `consistency`, `gemm`.
+    /// `index_bounds`, `target_bounds`, `finite`, `value_range`, `consistency`, `gemm`,
+    /// `hidden_size`.
     pub name: String,
     /// Parameters; an empty value means "not known, take it from the snapshot".
     #[serde(default)]
@@ -163,6 +169,7 @@ pub fn run(spec: &CheckSpec, snapshot: &Snapshot, backend: &dyn Backend) -> Resu
         Check::ValueRange => value_range(&mut ctx)?,
         Check::Consistency => consistency(&mut ctx)?,
         Check::Gemm => gemm(&mut ctx)?,
+        Check::HiddenSize => hidden_size(&mut ctx)?,
     };
     Ok(result.finish(info.name, ctx))
 }

@@ -256,7 +256,11 @@ fn negative_ids_confirm_even_without_a_size_unless_allowed() {
 fn position_ids_use_max_position_embeddings_not_the_vocabulary() {
     let snap = snapshot(
         vec![ints("position_ids", DType::I64, &[3], &[0, 511, 512])],
-        &[("vocab_size", "30522"), ("max_position_embeddings", "512")],
+        &[
+            ("vocab_size", "30522"),
+            ("max_position_embeddings", "512"),
+            ("model_type", "bert"),
+        ],
     );
     let r = check(&spec("index_bounds", &[("tensor", "position_ids")]), &snap);
     assert_eq!(
@@ -558,7 +562,7 @@ fn unknown_checks_and_parameters_are_errors_that_list_the_known_ones() {
     assert_eq!(
         err.as_deref(),
         Some(
-            "unknown check \"bounds\" (known: index_bounds, target_bounds, finite, value_range, consistency, gemm)"
+            "unknown check \"bounds\" (known: index_bounds, target_bounds, finite, value_range, consistency, gemm, hidden_size)"
         )
     );
     let err = run(&spec("finite", &[("size", "3")]), &snap, &Cpu::new())

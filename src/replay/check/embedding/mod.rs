@@ -20,13 +20,15 @@
 //! encoder-decoder, and the family); [`tokens`] gathers the word table's ids (input ids, decoder
 //! ids, labels and what the shift to the right adds); [`positions`](mod@positions) the position
 //! table's (explicit positions, or lengths with the family's offset). This file reads the
-//! traceback's side, asks for the decoder's part where it is missing, and makes the one verdict.
+//! traceback's frames ([`Frames`]: the loss puts the labels first, the decoder its inputs), asks
+//! for the decoder's part where it is missing, and makes the one verdict.
 
-mod model;
+pub(super) mod model;
 mod positions;
 mod tokens;
 
 use super::bounds::elsewhere;
+use super::frames::Frames;
 use super::{Ctx, Found};
 use crate::replay::{ReplayError, Verdict};
 use model::Model;
@@ -63,31 +65,9 @@ enum Side {
     Decoder,
 }
 
-/// What the log's traceback says: the `frames` parameter, the model frames a rule extracted
-/// from it (`decoder embed_tokens` for `self.decoder(` then `self.embed_tokens(`).
-struct Trace {
-    /// The frames as given, for the summary.
-    frames: String,
-    /// Whether the lookup ran inside a `decoder` module.
-    decoder: bool,
-}
-
-impl Trace {
-    fn read(ctx: &mut Ctx<'_>) -> Trace {
-        let frames = ctx.lookup(&["frames"]).map(|(_, v)| v).unwrap_or_default();
-        if !frames.is_empty() {
-            ctx.used.insert("frames".into(), frames.clone());
-        }
-        let decoder = frames
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .any(|w| w.eq_ignore_ascii_case("decoder"));
-        Trace { frames, decoder }
-    }
-}
-
 /// Checks every tensor that indexes `table` and gives their one verdict.
 pub(super) fn table_bounds(ctx: &mut Ctx<'_>, table: Table, role: &str) -> Result<Found, ReplayError> {
-    let trace = Trace::read(ctx);
+    let trace = read_frames(ctx);
     let model = Model::read(ctx)?;
     let mut parts = match table {
         Table::Words => words(ctx, &model, role)?,
@@ -107,8 +87,8 @@ pub(super) fn table_bounds(ctx: &mut Ctx<'_>, table: Table, role: &str) -> Resul
             Table::Positions => "length",
         };
         let because = match (trace.decoder, why.is_empty()) {
-            (true, true) => format!("the traceback is in the decoder: {}", trace.frames),
-            (true, false) => format!("the traceback is in the decoder: {}; {why}", trace.frames),
+            (true, true) => format!("the traceback is in the decoder: {}", trace.text),
+            (true, false) => format!("the traceback is in the decoder: {}; {why}", trace.text),
             (false, _) => why,
         };
         let held = if ctx.find("labels").is_none() {
@@ -121,11 +101,27 @@ pub(super) fn table_bounds(ctx: &mut Ctx<'_>, table: Table, role: &str) -> Resul
             Found::inconclusive(format!("the decoder's {what} ({because}): {held}")),
         ));
     }
-    if trace.decoder {
-        // Stable: the decoder's results first, each side in its own order.
-        parts.sort_by_key(|(side, _)| *side != Side::Decoder);
-    }
+    // The log picks the suspects (stable: each group in its own order): the labels first when
+    // the traceback is in the loss, then the decoder's results when it is in the decoder.
+    let labels = ctx.find("labels").map(|t| t.name);
+    parts.sort_by_key(|(side, found)| {
+        let is_labels = labels.is_some() && found.tensor.as_deref() == labels;
+        (
+            !(trace.loss && is_labels),
+            !(trace.decoder && *side == Side::Decoder),
+        )
+    });
     Ok(combine(parts.into_iter().map(|(_, found)| found).collect()))
+}
+
+/// The `frames` parameter, recorded among the parameters used when given.
+fn read_frames(ctx: &mut Ctx<'_>) -> Frames {
+    let text = ctx.lookup(&["frames"]).map(|(_, v)| v).unwrap_or_default();
+    let frames = Frames::parse(&text);
+    if !frames.text.is_empty() {
+        ctx.used.insert("frames".into(), frames.text.clone());
+    }
+    frames
 }
 
 /// One verdict from the parts: the first offending part confirms; all parts refuted refute;

@@ -1,7 +1,7 @@
 //! What kind of model the snapshot comes from: encoder, causal language model or encoder-decoder,
 //! and its family, read from the Hugging Face config keys of the metadata and from the tensors'
-//! shapes; the family lists that decide it (and the position offsets the families use); whether
-//! labels are token ids or classes.
+//! shapes; the family lists that decide it; whether labels are token ids or classes. (How each
+//! family counts positions is `positions`'.)
 
 use crate::replay::ReplayError;
 use crate::replay::check::{Ctx, Param, shape_text};
@@ -100,65 +100,10 @@ pub(super) const ENCODERS: &[&str] = &[
     "nezha",
 ];
 
-/// Families without a fixed position table: rotary, relative or ALiBi positions, or sinusoidal
-/// tables that grow with the sequence (M2M100, NLLB, XGLM, FSMT).
-pub(super) const NO_POSITION_TABLE: &[&str] = &[
-    "t5",
-    "mt5",
-    "umt5",
-    "longt5",
-    "switchtransformers",
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen2moe",
-    "qwen3",
-    "qwen3moe",
-    "gemma",
-    "gemma2",
-    "gemma3text",
-    "phi3",
-    "gptneox",
-    "gptj",
-    "codegen",
-    "falcon",
-    "bloom",
-    "mpt",
-    "starcoder2",
-    "olmo",
-    "olmo2",
-    "stablelm",
-    "cohere",
-    "roformer",
-    "phi",
-    "m2m100",
-    "nllbmoe",
-    "xglm",
-    "fsmt",
-];
-
-/// Families whose positions start after `padding_idx` in a table of `max_position_embeddings` rows.
-pub(super) const PADDING_OFFSET: &[&str] = &[
-    "roberta",
-    "xlmroberta",
-    "camembert",
-    "longformer",
-    "xmod",
-    "data2vectext",
-    "ibert",
-    "luke",
-    "mpnet",
-    "esm",
-];
-
-/// Families whose learned positions start at row 2 of a table of `max_position_embeddings + 2` rows.
-pub(super) const ROW_TWO_OFFSET: &[&str] = &["bart", "mbart", "plbart", "mvp", "opt"];
-
 /// What the metadata and the tensors say of the model: enough to know which tensors feed a table.
-pub(super) struct Model {
+pub(in crate::replay::check) struct Model {
     /// The family (`model_type`, else read from the architecture), lower case without `_` / `-`.
-    pub(super) family: Option<String>,
+    pub(in crate::replay::check) family: Option<String>,
     /// The architecture (`T5ForConditionalGeneration`), when given.
     architecture: Option<String>,
     /// Whether a decoder takes the labels shifted right (or `decoder_input_ids`).
@@ -166,7 +111,7 @@ pub(super) struct Model {
 }
 
 /// A metadata or spec value under `key`, or under `model.key` as the capture helper writes a config.
-fn setting(ctx: &Ctx<'_>, key: &str) -> Option<(String, String)> {
+pub(super) fn setting(ctx: &Ctx<'_>, key: &str) -> Option<(String, String)> {
     let prefixed = format!("model.{key}");
     ctx.lookup_in(&[key], &[key, prefixed.as_str()])
 }
@@ -199,7 +144,7 @@ fn family_of_architecture(arch: &str) -> String {
 }
 
 impl Model {
-    pub(super) fn read(ctx: &mut Ctx<'_>) -> Result<Model, ReplayError> {
+    pub(in crate::replay::check) fn read(ctx: &mut Ctx<'_>) -> Result<Model, ReplayError> {
         let architecture = setting(ctx, "architectures")
             .or_else(|| setting(ctx, "class"))
             .and_then(|(_, text)| {

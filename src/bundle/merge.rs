@@ -1,0 +1,915 @@
+//! What the bundle keeps of each file as it is read: per-rank summaries (host, GPU, the rank's
+//! own first fault, the cascade events, the collective state per process group), the Xids, the
+//! GPU maps, the world size. Bounded by the number of ranks, never by the size of a log.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::detect::{Detected, host_from_name, rank_from_name};
+use super::scan::{LineFact, LogFacts};
+use super::signals::Signal;
+use super::sources::{self, Dump, HealthFailure};
+use super::stamp::Wall;
+use super::xid::XidCatalog;
+use crate::diagnose::{Analysis, analyze_bytes};
+use crate::model::{
+    BundleFile, CollectiveCall, CollectiveRef, EventKind, EvidenceLine, FileKind, Finding, GpuRef, Role,
+    Warning, clip_text,
+};
+use crate::rules::RuleSet;
+
+/// Cascade events kept per rank.
+const MAX_CASCADE_EVENTS: usize = 8;
+
+/// A time as read, before the bundle's year and clock offsets are known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct When {
+    /// The time.
+    pub wall: Wall,
+    /// As printed.
+    pub text: String,
+}
+
+/// A line of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The file.
+    pub file: String,
+    /// The line (0 for a file without lines).
+    pub line: u64,
+    /// Its text.
+    pub text: String,
+    /// Its time.
+    pub when: Option<When>,
+    /// Host, when the line or its file says.
+    pub host: Option<String>,
+}
+
+/// A rank's own failure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnFault {
+    /// Taxonomy class, or the exception type when no rule names it.
+    pub class: String,
+    /// Where.
+    pub place: Place,
+    /// The finding of the single-log diagnosis, when a rule named it.
+    pub finding: Option<Finding>,
+    /// Evidence lines.
+    pub evidence: Vec<EvidenceLine>,
+}
+
+/// What a cascade event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CascadeKind {
+    /// A collective timed out.
+    Timeout,
+    /// A peer went away.
+    PeerLost,
+    /// Ranks called different collectives.
+    Mismatch,
+    /// The launcher terminated it.
+    Terminated,
+}
+
+impl CascadeKind {
+    /// How a cascade of this kind is named.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Timeout => "collective timeout",
+            Self::PeerLost => "peer lost",
+            Self::Mismatch => "collective mismatch",
+            Self::Terminated => "terminated by the launcher",
+        }
+    }
+}
+
+/// A rank's failure that follows another's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CascadeEvent {
+    /// What.
+    pub kind: CascadeKind,
+    /// The collective, when the line names it.
+    pub collective: Option<CollectiveRef>,
+    /// Ranks it blames (a monitored barrier).
+    pub blamed: Vec<u32>,
+    /// Where.
+    pub place: Place,
+}
+
+/// A rank's collective state in one process group, from its log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogGroup {
+    /// The lowest sequence number it timed out in.
+    pub timed_out: Option<u64>,
+    /// Last enqueued.
+    pub enqueued: Option<u64>,
+    /// Last completed.
+    pub completed: Option<u64>,
+    /// Calls by sequence number (from timeouts).
+    pub calls: BTreeMap<u64, CollectiveCall>,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exit {
+    /// Exit code.
+    pub code: Option<i32>,
+    /// Signal.
+    pub signal: Option<String>,
+    /// Where it was reported.
+    pub place: Place,
+}
+
+/// Everything known of one rank.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RankState {
+    /// Host.
+    pub host: Option<String>,
+    /// Local rank.
+    pub local_rank: Option<u32>,
+    /// GPU.
+    pub gpu: GpuRef,
+    /// Files that speak for it.
+    pub files: BTreeSet<String>,
+    /// Whether a log speaks for it.
+    pub has_log: bool,
+    /// Its first own failure.
+    pub own: Option<OwnFault>,
+    /// Its cascade events, first ones.
+    pub cascades: Vec<CascadeEvent>,
+    /// How it ended.
+    pub exit: Option<Exit>,
+    /// Collective state per process group, from logs.
+    pub groups: BTreeMap<String, LogGroup>,
+    /// Its flight-recorder dump.
+    pub dump: Option<Dump>,
+    /// Whether the launcher named it as the first observed failure.
+    pub launcher_root: bool,
+}
+
+/// An Xid as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XidSeen {
+    /// Code.
+    pub code: u32,
+    /// Bus id.
+    pub bus_id: Option<String>,
+    /// Where.
+    pub place: Place,
+}
+
+/// A DCGM failure as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSeen {
+    /// The failure.
+    pub failure: HealthFailure,
+    /// Where (host from the file's name).
+    pub place: Place,
+}
+
+/// Ranks two collectives disagree on, as a log said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MismatchSeen {
+    /// Each rank's call.
+    pub calls: Vec<(u32, Option<u64>, CollectiveCall)>,
+    /// Where.
+    pub place: Place,
+}
+
+/// The bundle's state while files are read.
+pub struct State {
+    /// The Xid catalog.
+    pub catalog: XidCatalog,
+    /// The files read.
+    pub files: Vec<BundleFile>,
+    /// Per rank.
+    pub ranks: BTreeMap<u32, RankState>,
+    /// Own failures of files whose rank is not known.
+    pub unranked: Vec<OwnFault>,
+    /// Xids.
+    pub xids: Vec<XidSeen>,
+    /// DCGM failures.
+    pub health: Vec<HealthSeen>,
+    /// GPUs per host (nvidia-smi, the kernel's bus id ↔ UUID lines).
+    pub gpus: Vec<(Option<String>, GpuRef)>,
+    /// World sizes printed, with where.
+    pub world: Vec<(u32, String)>,
+    /// Collective mismatches printed.
+    pub mismatches: Vec<MismatchSeen>,
+    /// The first full year a stamp showed.
+    pub year: Option<i32>,
+    /// Problems with the bundle.
+    pub warnings: Vec<Warning>,
+}
+
+static JOURNAL_HOST: LazyLock<Regex> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    Regex::new(
+        r"^(?:[A-Z][a-z]{2} +\d{1,2} [\d:.]+|\d{4}-\d{2}-\d{2}T[\d:.,+-]+Z?) (?P<host>[\w.-]+) kernel: ",
+    )
+    .expect("the journal pattern compiles")
+});
+
+/// The exceptions a launcher raises about its children, not a failure of a rank's own.
+const LAUNCHER_EXCEPTIONS: &[&str] = &["ChildFailedError", "SignalException", "RendezvousClosedError"];
+
+impl State {
+    /// An empty state.
+    pub fn new(catalog: XidCatalog) -> Self {
+        Self {
+            catalog,
+            files: Vec::new(),
+            ranks: BTreeMap::new(),
+            unranked: Vec::new(),
+            xids: Vec::new(),
+            health: Vec::new(),
+            gpus: Vec::new(),
+            world: Vec::new(),
+            mismatches: Vec::new(),
+            year: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Records a problem with the bundle.
+    pub fn warn(&mut self, warning: Warning) {
+        self.warnings.push(warning);
+    }
+
+    fn rank(&mut self, rank: u32) -> &mut RankState {
+        self.ranks.entry(rank).or_default()
+    }
+
+    fn see_year(&mut self, year: Option<i32>) {
+        if self.year.is_none() {
+            self.year = year;
+        }
+    }
+
+    /// A file that was not read.
+    pub fn skipped(&mut self, name: &str, kind: FileKind, bytes: u64, why: String) {
+        self.files.push(BundleFile {
+            name: name.to_owned(),
+            kind,
+            bytes,
+            lines: 0,
+            ranks: Vec::new(),
+            host: None,
+            diagnosis: None,
+            warnings: vec![Warning::new("not_read", why, None)],
+        });
+    }
+
+    /// A dump, an error file, an nvidia-smi report or a DCGM report.
+    pub fn structured(&mut self, rules: &RuleSet, name: &str, kind: FileKind, bytes: &[u8]) {
+        let mut file = BundleFile {
+            name: name.to_owned(),
+            kind,
+            bytes: bytes.len() as u64,
+            lines: memchr::memchr_iter(b'\n', bytes).count() as u64,
+            ranks: Vec::new(),
+            host: None,
+            diagnosis: None,
+            warnings: Vec::new(),
+        };
+        let name_rank = rank_from_name(name);
+        match kind {
+            FileKind::FlightRecorder => match (sources::read_dump(bytes), name_rank) {
+                (Ok(dump), Some(rank)) => {
+                    file.ranks.push(rank);
+                    let state = self.rank(rank);
+                    state.files.insert(name.to_owned());
+                    state.dump = Some(dump);
+                }
+                (Ok(_), None) => file.warnings.push(Warning::new(
+                    "dump_rank_unknown",
+                    "a flight-recorder dump holds no rank; name it like PyTorch does (`nccl_trace_rank_3`) so its rank can be read",
+                    None,
+                )),
+                (Err(e), _) => file.warnings.push(Warning::new("dump_unreadable", e, None)),
+            },
+            FileKind::ErrorFile => match sources::read_error_file(bytes) {
+                Ok(error) => self.error_file(rules, name, name_rank, error, &mut file),
+                Err(e) => file.warnings.push(Warning::new("error_file_unreadable", e, None)),
+            },
+            FileKind::NvidiaSmi => {
+                let host = host_from_name(name);
+                let text = String::from_utf8_lossy(bytes);
+                for gpu in sources::read_nvidia_smi(&text) {
+                    self.gpus.push((host.clone(), gpu));
+                }
+                file.host = host;
+            }
+            FileKind::DcgmDiag => match sources::read_dcgm(bytes) {
+                Ok(failures) => {
+                    let host = host_from_name(name);
+                    for failure in failures {
+                        let place = Place {
+                            file: name.to_owned(),
+                            line: 0,
+                            text: clip_text(&format!("DCGM {} failed: {}", failure.test, failure.message)),
+                            when: None,
+                            host: host.clone(),
+                        };
+                        self.health.push(HealthSeen { failure, place });
+                    }
+                    file.host = host;
+                }
+                Err(e) => file.warnings.push(Warning::new("dcgm_unreadable", e, None)),
+            },
+            _ => {}
+        }
+        self.files.push(file);
+    }
+
+    fn error_file(
+        &mut self,
+        rules: &RuleSet,
+        name: &str,
+        rank: Option<u32>,
+        error: sources::ErrorFile,
+        file: &mut BundleFile,
+    ) {
+        let text = error.traceback.clone().unwrap_or_else(|| error.message.clone());
+        let analysis = analyze_bytes(rules, text.as_bytes());
+        let when = error.timestamp.and_then(Wall::from_unix).map(|wall| When {
+            wall,
+            text: error.timestamp.map(|t| t.to_string()).unwrap_or_default(),
+        });
+        self.see_year(when.as_ref().and_then(|w| w.wall.year));
+        let place = Place {
+            file: name.to_owned(),
+            line: 0,
+            text: clip_text(&error.message),
+            when,
+            host: None,
+        };
+        let cascade = cascade_of_text(&error.message, place.clone());
+        let own = if cascade.is_some() {
+            None
+        } else {
+            // The finding's evidence lines number the recorded traceback's lines, not the file's.
+            let traceback = Place {
+                file: format!("{name} (py_callstack)"),
+                ..place.clone()
+            };
+            own_fault_of(rules, &analysis, rank, traceback).or_else(|| {
+                let class = error.message.split(':').next().unwrap_or("").trim();
+                let class = class.rsplit('.').next().unwrap_or(class);
+                (!class.is_empty() && !LAUNCHER_EXCEPTIONS.contains(&class)).then(|| OwnFault {
+                    class: class.to_owned(),
+                    place: place.clone(),
+                    finding: None,
+                    evidence: vec![EvidenceLine {
+                        line: 0,
+                        text: place.text.clone(),
+                        rank,
+                        repeats: None,
+                    }],
+                })
+            })
+        };
+        file.diagnosis = Some(analysis.diagnosis);
+        let Some(rank) = rank else {
+            file.warnings.push(Warning::new(
+                "error_file_rank_unknown",
+                "an error file holds no rank; keep torchrun's `attempt_N/<local_rank>/error.json` path",
+                None,
+            ));
+            self.unranked.extend(own);
+            return;
+        };
+        file.ranks.push(rank);
+        let state = self.rank(rank);
+        state.files.insert(name.to_owned());
+        if let Some(own) = own {
+            keep_earliest(&mut state.own, own);
+        }
+        if let Some(c) = cascade
+            && state.cascades.len() < MAX_CASCADE_EVENTS
+        {
+            state.cascades.push(c);
+        }
+    }
+
+    /// A kernel log: Xids, and the bus ids and UUIDs the driver printed.
+    pub fn kernel_log(&mut self, name: &str, facts: LogFacts) {
+        self.see_year(facts.year);
+        let file_host = host_from_name(name);
+        let mut hosts = BTreeSet::new();
+        for fact in &facts.facts {
+            let host = JOURNAL_HOST
+                .captures(&fact.text)
+                .map(|c| c["host"].to_owned())
+                .or_else(|| file_host.clone());
+            hosts.extend(host.clone());
+            for signal in &fact.signals {
+                match signal {
+                    Signal::Xid { code, bus_id } => self.xids.push(XidSeen {
+                        code: *code,
+                        bus_id: bus_id.clone(),
+                        place: place_of(name, fact, host.clone()),
+                    }),
+                    Signal::GpuUuid { bus_id, uuid } => self.gpus.push((
+                        host.clone(),
+                        GpuRef {
+                            bus_id: Some(bus_id.clone()),
+                            uuid: Some(uuid.clone()),
+                            ..GpuRef::default()
+                        },
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        self.files.push(BundleFile {
+            name: name.to_owned(),
+            kind: FileKind::KernelLog,
+            bytes: facts.bytes,
+            lines: facts.lines,
+            ranks: Vec::new(),
+            host: if hosts.len() == 1 {
+                hosts.into_iter().next()
+            } else {
+                file_host
+            },
+            diagnosis: None,
+            warnings: Vec::new(),
+        });
+    }
+
+    /// A program's output: its single-log diagnosis and the bundle pass's facts.
+    pub fn log(
+        &mut self,
+        rules: &RuleSet,
+        name: &str,
+        detected: &Detected,
+        analysis: Analysis,
+        facts: LogFacts,
+    ) {
+        self.see_year(facts.year);
+        let label_ranks: BTreeSet<u32> = facts
+            .facts
+            .iter()
+            .flat_map(|f| &f.signals)
+            .filter_map(|s| match s {
+                Signal::LabelRank(r) => Some(*r),
+                _ => None,
+            })
+            .collect();
+        let file_rank = match detected.kind {
+            FileKind::RankLog | FileKind::Unknown => match detected.prefixed_ranks.len() {
+                1 => detected.prefixed_ranks.iter().next().copied(),
+                _ => rank_from_name(name).or_else(|| {
+                    (label_ranks.len() == 1)
+                        .then(|| label_ranks.iter().next().copied())
+                        .flatten()
+                }),
+            },
+            _ => None,
+        };
+        let mut seen_ranks = BTreeSet::new();
+        let mut hosts = BTreeSet::new();
+        let mut cascade_lines = BTreeSet::new();
+        for fact in &facts.facts {
+            let label = fact.signals.iter().find_map(|s| match s {
+                Signal::LabelRank(r) => Some(*r),
+                _ => None,
+            });
+            let rank = fact.rank.or(file_rank).or(label);
+            seen_ranks.extend(rank);
+            let host = fact.host.clone().or_else(|| {
+                fact.signals.iter().find_map(|s| match s {
+                    Signal::Host { host, .. } => Some(host.clone()),
+                    _ => None,
+                })
+            });
+            hosts.extend(host.clone());
+            if self.fact(name, fact, rank, host) {
+                cascade_lines.insert(fact.line);
+            }
+        }
+        self.children(name, &analysis, file_rank);
+        // The rank's own failures: a rule's root or symptom that is not a distributed cascade, else
+        // the final exception of its traceback when that is not a cascade either.
+        let mut owned = BTreeSet::new();
+        for finding in &analysis.diagnosis.findings {
+            if finding.role == Role::Context || is_cascade_finding(rules, finding) {
+                continue;
+            }
+            let Some(first) = finding.evidence.first() else {
+                continue;
+            };
+            let rank = first.rank.or(file_rank);
+            if !owned.insert(rank) {
+                continue;
+            }
+            let place = self.place_at(name, &facts, rank, first.line, &first.text);
+            let own = OwnFault {
+                class: finding.class.clone(),
+                place,
+                finding: Some(finding.clone()),
+                evidence: finding.evidence.clone(),
+            };
+            self.own(rank, own);
+        }
+        for event in &analysis.parsed.events {
+            let EventKind::Traceback(tb) = &event.kind else {
+                continue;
+            };
+            let Some(exception) = tb.final_exception() else {
+                continue;
+            };
+            let rank = event.rank.or(file_rank);
+            let short = exception.short_type();
+            if owned.contains(&rank)
+                || LAUNCHER_EXCEPTIONS.contains(&short)
+                || cascade_lines.contains(&exception.line)
+                || cascade_of_text(
+                    &exception.line_text(),
+                    self.place_at(name, &facts, rank, exception.line, ""),
+                )
+                .is_some()
+            {
+                continue;
+            }
+            owned.insert(rank);
+            let text = clip_text(&exception.line_text());
+            let place = self.place_at(name, &facts, rank, exception.line, &text);
+            let own = OwnFault {
+                class: short.to_owned(),
+                place,
+                finding: None,
+                evidence: vec![EvidenceLine {
+                    line: exception.line,
+                    text,
+                    rank,
+                    repeats: None,
+                }],
+            };
+            self.own(rank, own);
+        }
+        for rank in &seen_ranks {
+            let state = self.rank(*rank);
+            state.has_log = true;
+            state.files.insert(name.to_owned());
+        }
+        if let Some(rank) = file_rank {
+            let state = self.rank(rank);
+            state.has_log = true;
+            state.files.insert(name.to_owned());
+            seen_ranks.insert(rank);
+        }
+        let mut warnings = Vec::new();
+        if facts.dropped > 0 {
+            warnings.push(Warning::new(
+                "facts_dropped",
+                format!("{} lines about collectives and failures in the middle of the log were not kept (the first and last ones were)", facts.dropped),
+                None,
+            ));
+        }
+        self.files.push(BundleFile {
+            name: name.to_owned(),
+            kind: detected.kind,
+            bytes: facts.bytes,
+            lines: facts.lines,
+            ranks: seen_ranks.into_iter().collect(),
+            host: if hosts.len() == 1 {
+                hosts.into_iter().next()
+            } else {
+                None
+            },
+            diagnosis: Some(analysis.diagnosis),
+            warnings,
+        });
+    }
+
+    fn own(&mut self, rank: Option<u32>, own: OwnFault) {
+        match rank {
+            Some(rank) => keep_earliest(&mut self.rank(rank).own, own),
+            None => self.unranked.push(own),
+        }
+    }
+
+    /// The place of line `line` of a log, timed by the nearest fact at or before it.
+    fn place_at(&self, name: &str, facts: &LogFacts, rank: Option<u32>, line: u64, text: &str) -> Place {
+        let near = facts
+            .facts
+            .iter()
+            .rfind(|f| f.line <= line && (f.rank == rank || f.rank.is_none() || rank.is_none()));
+        Place {
+            file: name.to_owned(),
+            line,
+            text: text.to_owned(),
+            when: near.and_then(|f| {
+                Some(When {
+                    wall: f.wall?,
+                    text: f.stamp.clone()?,
+                })
+            }),
+            host: near.and_then(|f| f.host.clone()),
+        }
+    }
+
+    /// One fact of a log; whether it is a cascade event.
+    fn fact(&mut self, name: &str, fact: &LineFact, rank: Option<u32>, host: Option<String>) -> bool {
+        let mut cascade = false;
+        let place = || place_of(name, fact, host.clone());
+        for signal in &fact.signals {
+            match signal {
+                Signal::Timeout { pg, seq, call } => {
+                    cascade = true;
+                    let Some(rank) = rank else { continue };
+                    let pg = pg.clone().unwrap_or_else(|| self.guess_pg(rank, *seq));
+                    let state = self.rank(rank);
+                    let group = state.groups.entry(pg.clone()).or_default();
+                    if let Some(seq) = seq {
+                        group.timed_out = Some(group.timed_out.map_or(*seq, |t| t.min(*seq)));
+                        group.calls.entry(*seq).or_insert_with(|| call.clone());
+                    }
+                    push_cascade(
+                        state,
+                        CascadeEvent {
+                            kind: CascadeKind::Timeout,
+                            collective: Some(CollectiveRef {
+                                pg,
+                                seq: *seq,
+                                op: call.op.clone(),
+                            }),
+                            blamed: Vec::new(),
+                            place: place(),
+                        },
+                    );
+                }
+                Signal::WorkState {
+                    pg,
+                    at,
+                    enqueued,
+                    completed,
+                } => {
+                    let Some(rank) = rank else { continue };
+                    let pg = pg.clone().unwrap_or_else(|| self.guess_pg(rank, *at));
+                    let group = self.rank(rank).groups.entry(pg).or_default();
+                    if let Some(at) = at {
+                        group.timed_out = Some(group.timed_out.map_or(*at, |t| t.min(*at)));
+                    }
+                    group.enqueued = enqueued.or(group.enqueued);
+                    group.completed = completed.or(group.completed);
+                }
+                Signal::PeerLost { blamed } => {
+                    cascade = true;
+                    if let Some(rank) = rank {
+                        push_cascade(
+                            self.rank(rank),
+                            CascadeEvent {
+                                kind: CascadeKind::PeerLost,
+                                collective: None,
+                                blamed: blamed.clone(),
+                                place: place(),
+                            },
+                        );
+                    }
+                }
+                Signal::Mismatch { calls } => {
+                    cascade = true;
+                    self.mismatches.push(MismatchSeen {
+                        calls: calls.clone(),
+                        place: place(),
+                    });
+                    if let Some(rank) = rank {
+                        push_cascade(
+                            self.rank(rank),
+                            CascadeEvent {
+                                kind: CascadeKind::Mismatch,
+                                collective: None,
+                                blamed: Vec::new(),
+                                place: place(),
+                            },
+                        );
+                    }
+                }
+                Signal::Exit {
+                    ranks,
+                    host: exit_host,
+                    code,
+                    signal,
+                    ..
+                } => {
+                    for r in ranks {
+                        let state = self.rank(*r);
+                        if state.host.is_none() {
+                            state.host.clone_from(exit_host);
+                        }
+                        state.exit.get_or_insert_with(|| Exit {
+                            code: *code,
+                            signal: signal.clone(),
+                            place: place(),
+                        });
+                    }
+                }
+                Signal::NcclRank {
+                    nranks,
+                    cuda_dev,
+                    bus_id,
+                    ..
+                } => {
+                    if let Some(n) = nranks {
+                        self.world
+                            .push((*n, format!("{name}:{} (NCCL nranks)", fact.line)));
+                    }
+                    if let Some(rank) = rank {
+                        let gpu = &mut self.rank(rank).gpu;
+                        gpu.index = gpu.index.or(*cuda_dev);
+                        if gpu.bus_id.is_none() {
+                            gpu.bus_id.clone_from(bus_id);
+                        }
+                    }
+                }
+                Signal::Host { host: h, cuda_dev } => {
+                    if let Some(rank) = rank {
+                        let state = self.rank(rank);
+                        state.host.get_or_insert_with(|| h.clone());
+                        state.gpu.index = state.gpu.index.or(*cuda_dev);
+                    }
+                }
+                Signal::WorldSize(n) => self.world.push((*n, format!("{name}:{}", fact.line))),
+                Signal::Xid { code, bus_id } => self.xids.push(XidSeen {
+                    code: *code,
+                    bus_id: bus_id.clone(),
+                    place: place(),
+                }),
+                Signal::GpuUuid { bus_id, uuid } => self.gpus.push((
+                    host.clone(),
+                    GpuRef {
+                        bus_id: Some(bus_id.clone()),
+                        uuid: Some(uuid.clone()),
+                        ..GpuRef::default()
+                    },
+                )),
+                Signal::LabelRank(_) => {}
+            }
+        }
+        if let (Some(rank), Some(h)) = (rank, &host) {
+            self.rank(rank).host.get_or_insert_with(|| h.clone());
+        }
+        cascade
+    }
+
+    /// The process group of a line that names none: the group of another line of the same rank
+    /// about the same sequence number, else its only group, else `0`.
+    fn guess_pg(&self, rank: u32, seq: Option<u64>) -> String {
+        let groups = self.ranks.get(&rank).map(|s| &s.groups);
+        let by_seq = groups.and_then(|g| {
+            g.iter()
+                .find(|(_, grp)| {
+                    seq.is_some() && (grp.timed_out == seq || grp.calls.keys().any(|k| Some(*k) == seq))
+                })
+                .map(|(pg, _)| pg.clone())
+        });
+        by_seq
+            .or_else(|| {
+                groups
+                    .filter(|g| g.len() == 1)
+                    .and_then(|g| g.keys().next().cloned())
+            })
+            .unwrap_or_else(|| "0".to_owned())
+    }
+
+    /// torchrun's summary of its failed children: host, local rank, exit, first observed failure.
+    fn children(&mut self, name: &str, analysis: &Analysis, file_rank: Option<u32>) {
+        for event in &analysis.parsed.events {
+            let EventKind::ChildFailure(child) = &event.kind else {
+                continue;
+            };
+            let Some(rank) = child.global_rank.or(file_rank) else {
+                continue;
+            };
+            let state = self.rank(rank);
+            if state.host.is_none() {
+                state.host.clone_from(&child.host);
+            }
+            state.local_rank = state.local_rank.or(child.local_rank);
+            state.launcher_root |= child.root_cause;
+            if child.exitcode.is_some() || child.signal.is_some() {
+                let place = Place {
+                    file: name.to_owned(),
+                    line: event.lines.start,
+                    text: clip_text(event.text.as_deref().unwrap_or("exited")),
+                    when: None,
+                    host: child.host.clone(),
+                };
+                let signal = child
+                    .signal
+                    .clone()
+                    .or_else(|| child.exitcode.and_then(super::signals::signal_name));
+                if matches!(signal.as_deref(), Some("SIGTERM" | "SIGKILL" | "SIGINT"))
+                    && !state.launcher_root
+                    && state.cascades.len() < MAX_CASCADE_EVENTS
+                {
+                    state.cascades.push(CascadeEvent {
+                        kind: CascadeKind::Terminated,
+                        collective: None,
+                        blamed: Vec::new(),
+                        place: place.clone(),
+                    });
+                }
+                state.exit.get_or_insert(Exit {
+                    code: child.exitcode,
+                    signal,
+                    place,
+                });
+            }
+        }
+    }
+}
+
+fn push_cascade(state: &mut RankState, event: CascadeEvent) {
+    if state.cascades.len() < MAX_CASCADE_EVENTS {
+        state.cascades.push(event);
+    }
+}
+
+fn place_of(name: &str, fact: &LineFact, host: Option<String>) -> Place {
+    Place {
+        file: name.to_owned(),
+        line: fact.line,
+        text: fact.text.clone(),
+        when: fact
+            .wall
+            .zip(fact.stamp.clone())
+            .map(|(wall, text)| When { wall, text }),
+        host,
+    }
+}
+
+/// Keeps the earlier of two own failures (one without a time stays unless the other has one).
+fn keep_earliest(slot: &mut Option<OwnFault>, new: OwnFault) {
+    let earlier = match slot {
+        None => true,
+        Some(old) => match (&old.place.when, &new.place.when) {
+            (Some(a), Some(b)) => {
+                b.wall.to_us(super::stamp::FALLBACK_YEAR) < a.wall.to_us(super::stamp::FALLBACK_YEAR)
+            }
+            (None, Some(_)) => old.finding.is_none() && new.finding.is_some(),
+            _ => false,
+        },
+    };
+    if earlier {
+        *slot = Some(new);
+    }
+}
+
+/// The cascade event a failure's text is, if it is one (a timeout, a lost peer, a mismatch).
+fn cascade_of_text(text: &str, place: Place) -> Option<CascadeEvent> {
+    super::signals::read(text).into_iter().find_map(|s| {
+        let (kind, collective, blamed) = match s {
+            Signal::Timeout { pg, seq, call } => (
+                CascadeKind::Timeout,
+                Some(CollectiveRef {
+                    pg: pg.unwrap_or_else(|| "0".to_owned()),
+                    seq,
+                    op: call.op,
+                }),
+                Vec::new(),
+            ),
+            Signal::PeerLost { blamed } => (CascadeKind::PeerLost, None, blamed),
+            Signal::Mismatch { .. } => (CascadeKind::Mismatch, None, Vec::new()),
+            _ => return None,
+        };
+        Some(CascadeEvent {
+            kind,
+            collective,
+            blamed,
+            place: place.clone(),
+        })
+    })
+}
+
+/// Whether a finding only says that another rank failed: a distributed rule that yields to
+/// every other root (a watchdog timeout, a remote error, a backend error after a peer died).
+pub fn is_cascade_finding(rules: &RuleSet, finding: &Finding) -> bool {
+    rules.rule(&finding.rule).is_some_and(|rule| {
+        rule.tags.iter().any(|t| t == "distributed") && rule.yields_to.iter().any(|y| y == "*")
+    })
+}
+
+/// The rank's own failure in a diagnosis with no rank (an error file's traceback).
+fn own_fault_of(rules: &RuleSet, analysis: &Analysis, rank: Option<u32>, place: Place) -> Option<OwnFault> {
+    let finding = analysis
+        .diagnosis
+        .findings
+        .iter()
+        .find(|f| f.role != Role::Context && !is_cascade_finding(rules, f))?;
+    let mut evidence = finding.evidence.clone();
+    for e in &mut evidence {
+        e.rank = e.rank.or(rank);
+    }
+    Some(OwnFault {
+        class: finding.class.clone(),
+        place,
+        finding: Some(finding.clone()),
+        evidence,
+    })
+}

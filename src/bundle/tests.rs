@@ -1,0 +1,1 @@
+//! Bundle tests live in tests/bundle.rs (end to end); unit tests sit beside each part.

@@ -1,0 +1,264 @@
+//! A distributed job's files in, the first fault out: bundles written by hand in each test.
+
+use faultline::bundle::analyze_files;
+use faultline::bundle::xid::XidCatalog;
+use faultline::model::{BundleDiagnosis, Confidence, FaultKind, XidOrigin};
+use faultline::rules::RuleSet;
+use proptest::prelude::*;
+
+fn diagnose(files: &[(&str, String)]) -> BundleDiagnosis {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let catalog = XidCatalog::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let borrowed: Vec<(&str, &[u8])> = files.iter().map(|(n, t)| (*n, t.as_bytes())).collect();
+    analyze_files(&rules, catalog, &borrowed)
+}
+
+fn timeout(rank: u32, stamp: &str, seq: u64) -> String {
+    format!(
+        "[rank{rank}]:[E{stamp} ProcessGroupNCCL.cpp:607] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.\n"
+    )
+}
+
+fn index_error(rank: u32, stamp: &str) -> String {
+    format!(
+        "[rank{rank}]:[I{stamp} train.py:10] step 41\n[rank{rank}]: Traceback (most recent call last):\n[rank{rank}]:   File \"train.py\", line 12, in <module>\n[rank{rank}]:     x = table[idx]\n[rank{rank}]: IndexError: index 7 is out of bounds for dimension 0 with size 4\n"
+    )
+}
+
+fn first(d: &BundleDiagnosis) -> &faultline::model::FirstFault {
+    d.first_fault
+        .as_ref()
+        .unwrap_or_else(|| panic!("no first fault: {d:#?}"))
+}
+
+#[test]
+fn a_rank_that_raises_is_the_first_fault_and_the_waiting_ranks_are_one_cascade() {
+    let mut files = vec![("rank2.log", index_error(2, "1127 05:00:10.000000"))];
+    for rank in [0, 1, 3] {
+        files.push((
+            ["rank0.log", "rank1.log", "", "rank3.log"][rank as usize],
+            timeout(rank, "1127 05:10:10.000000", 41),
+        ));
+    }
+    let d = diagnose(&files);
+    let f = first(&d);
+    assert_eq!(
+        (f.kind, f.rank, f.confidence),
+        (FaultKind::RankFailure, Some(2), Confidence::High)
+    );
+    assert!(
+        f.summary.contains("IndexError") || f.cause.is_some(),
+        "{}",
+        f.summary
+    );
+    assert_eq!(d.cascades.len(), 1);
+    assert_eq!(d.cascades[0].ranks, vec![0, 1, 3]);
+    assert!(
+        d.cascades[0]
+            .summary
+            .starts_with("3 ranks: collective timeout on ALLREDUCE SeqNum 41"),
+        "{}",
+        d.cascades[0].summary
+    );
+}
+
+#[test]
+fn a_rank_that_never_entered_the_collective_is_named_from_the_others_timeouts() {
+    let mut files = Vec::new();
+    for rank in 0..3u32 {
+        files.push((
+            format!("rank{rank}.log"),
+            timeout(rank, "1127 05:10:10.000000", 12),
+        ));
+    }
+    files.push((
+        "rank3.log".to_owned(),
+        "[rank3]: step 11 done\n[rank3]: loading next shard\n".to_owned(),
+    ));
+    let named: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let d = diagnose(&named);
+    let f = first(&d);
+    assert_eq!((f.kind, f.rank), (FaultKind::NeverEntered, Some(3)));
+    assert_eq!(f.confidence, Confidence::Medium);
+    assert_eq!(f.collective.as_ref().and_then(|c| c.seq), Some(12));
+}
+
+#[test]
+fn dumps_show_which_rank_never_enqueued_the_stalled_collective_and_which_rank_has_no_dump() {
+    let dump = |enqueued: u64, completed: u64| {
+        format!(
+            r#"{{"version": "2.10", "pg_config": {{"": {{"name": "", "desc": "", "ranks": "[0, 1, 2, 3]"}}}}, "pg_status": {{"0": {{"last_enqueued_collective": {enqueued}, "last_started_collective": -1, "last_completed_collective": {completed}}}}}}}"#
+        )
+    };
+    let files = vec![
+        ("nccl_trace_rank_0", dump(12, 11)),
+        ("nccl_trace_rank_1", dump(12, 11)),
+        ("nccl_trace_rank_2", dump(11, 11)),
+    ];
+    let d = diagnose(&files);
+    let f = first(&d);
+    assert_eq!(
+        (f.kind, f.rank, f.confidence),
+        (FaultKind::NeverEntered, Some(2), Confidence::High)
+    );
+    assert_eq!(d.collectives[0].never_entered, vec![2]);
+    assert_eq!(d.coverage.world_size, Some(4));
+    assert_eq!(d.coverage.without_dump, vec![3]);
+}
+
+#[test]
+fn ranks_that_disagree_on_a_collectives_size_are_a_desync() {
+    let mismatch = |me: u32, other: u32, mine: u32, theirs: u32| {
+        format!(
+            "[rank{me}]: RuntimeError: Detected mismatch between collectives on ranks. Rank {me} is running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=ALLREDUCE, TensorShape=[{mine}], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, memory_format=(nullopt))), but Rank {other} is running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=ALLREDUCE, TensorShape=[{theirs}], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, memory_format=(nullopt))).\n"
+        )
+    };
+    let files = vec![
+        ("rank0.log", mismatch(0, 1, 4, 6)),
+        ("rank1.log", mismatch(1, 0, 6, 4)),
+    ];
+    let d = diagnose(&files);
+    let f = first(&d);
+    assert_eq!(f.kind, FaultKind::Desync);
+    assert_eq!(f.collective.as_ref().and_then(|c| c.seq), Some(1));
+    assert_eq!(d.collectives[0].desync[0].calls.len(), 2);
+}
+
+#[test]
+fn an_xid_79_on_a_host_comes_before_the_cuda_error_and_the_timeouts_it_caused() {
+    let dmesg = "Nov 27 05:00:00 node-3 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.\n".to_owned();
+    let cuda = "node-3:4242:4300 [0] NCCL INFO comm 0x1 rank 5 nranks 8 cudaDev 0 busId 3b000 commId 0x2 - Init COMPLETE\n[rank5]:[E1127 05:00:02.000000 c10.cpp:1] boom\n[rank5]: RuntimeError: CUDA error: unspecified launch failure\n".to_owned();
+    let mut files = vec![
+        ("node-3/dmesg.txt".to_owned(), dmesg),
+        ("rank5.log".to_owned(), cuda),
+    ];
+    for rank in [0u32, 1, 2, 3, 4, 6, 7] {
+        files.push((
+            format!("rank{rank}.log"),
+            timeout(rank, "1127 05:10:00.000000", 900),
+        ));
+    }
+    let named: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let d = diagnose(&named);
+    let f = first(&d);
+    assert_eq!(f.kind, FaultKind::Xid, "{}", f.summary);
+    assert_eq!(f.host.as_deref(), Some("node-3"));
+    assert_eq!(f.rank, Some(5));
+    assert_eq!(d.xids[0].settled, XidOrigin::Hardware);
+    assert_eq!(d.cascades.iter().map(|c| c.ranks.len()).sum::<usize>(), 7);
+}
+
+#[test]
+fn an_ambiguous_xid_next_to_a_device_assert_on_the_same_gpu_is_the_applications() {
+    let dmesg =
+        "Nov 27 05:00:00 node-1 kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics SM Warp Exception\n"
+            .to_owned();
+    let assert_log = "node-1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 3b000 commId 0x2 - Init COMPLETE\n/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [0,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\nRuntimeError: CUDA error: device-side assert triggered\n".to_owned();
+    let d = diagnose(&[("node-1/dmesg.txt", dmesg), ("rank0.log", assert_log)]);
+    assert_eq!(d.xids[0].origin, XidOrigin::Ambiguous);
+    assert_eq!(d.xids[0].settled, XidOrigin::Application);
+    let f = first(&d);
+    assert_eq!((f.kind, f.rank), (FaultKind::RankFailure, Some(0)));
+}
+
+#[test]
+fn a_clock_offset_between_two_hosts_is_removed_before_the_election() {
+    // node-b's clock is 30 s ahead: both hosts time out in SeqNum 77 at the same moment.
+    let host = |h: &str, rank: u32, text: String| {
+        text.replace(&format!("[rank{rank}]:"), &format!("{h} [stderr] [rank{rank}]:"))
+    };
+    let files = vec![
+        (
+            "rank0.log",
+            host("node-a", 0, timeout(0, "1127 05:10:00.000000", 77)),
+        ),
+        (
+            "rank1.log",
+            host("node-a", 1, index_error(1, "1127 05:00:10.000000")),
+        ),
+        (
+            "rank2.log",
+            host("node-b", 2, timeout(2, "1127 05:10:30.000000", 77)),
+        ),
+        (
+            "rank3.log",
+            host(
+                "node-b",
+                3,
+                index_error(3, "1127 05:00:20.000000") + &timeout(3, "1127 05:10:30.000000", 77),
+            ),
+        ),
+    ];
+    let d = diagnose(&files);
+    assert_eq!(d.clock_offsets.len(), 1, "{:#?}", d.clock_offsets);
+    assert_eq!(
+        (d.clock_offsets[0].host.as_str(), d.clock_offsets[0].offset_ms),
+        ("node-b", 30_000)
+    );
+    assert_eq!(
+        first(&d).rank,
+        Some(3),
+        "rank 3 raised at 04:59:50 on node-a's clock"
+    );
+}
+
+#[test]
+fn one_interleaved_log_is_split_by_its_rank_prefixes() {
+    let log = index_error(2, "1127 05:00:10.000000")
+        + &timeout(0, "1127 05:10:10.000000", 5)
+        + &timeout(1, "1127 05:10:10.000000", 5);
+    let d = diagnose(&[("train.log", log)]);
+    assert_eq!(d.files[0].kind, faultline::model::FileKind::InterleavedLog);
+    assert_eq!(d.files[0].ranks, vec![0, 1, 2]);
+    assert_eq!(first(&d).rank, Some(2));
+    assert_eq!(d.cascades[0].ranks, vec![0, 1]);
+}
+
+#[test]
+fn a_torchrun_error_file_gives_its_ranks_exception_and_time() {
+    let error = r#"{"message": {"message": "IndexError: index 7 is out of bounds for dimension 0 with size 4", "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File \"job.py\", line 11, in main\nIndexError: index 7 is out of bounds for dimension 0 with size 4\n", "timestamp": "1795757937"}}}"#;
+    let barrier = "[rank0]: RuntimeError: [Rank 0]: Ranks 2 failed to pass monitoredBarrier in 10000 ms\n";
+    let d = diagnose(&[
+        ("run/attempt_0/2/error.json", error.to_owned()),
+        ("run/attempt_0/0/stderr.log", barrier.to_owned()),
+    ]);
+    let f = first(&d);
+    assert_eq!((f.rank, f.kind), (Some(2), FaultKind::RankFailure));
+    assert!(f.at_us.is_some());
+}
+
+#[test]
+fn a_bundle_with_no_failure_of_any_ranks_own_says_what_is_missing() {
+    let d = diagnose(&[
+        ("rank0.log", "[rank0]: step 1\n".to_owned()),
+        ("rank1.log", "[rank1]: step 1\n".to_owned()),
+    ]);
+    assert!(d.first_fault.is_none());
+    assert!(!d.missing.is_empty());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+    #[test]
+    fn no_bundle_input_panics(files in proptest::collection::vec((".{0,20}", proptest::collection::vec(any::<u8>(), 0..600)), 0..4),
+                              seed in proptest::collection::vec(prop_oneof![
+                                  Just(b"\x80\x02}q\x00(X\x07\x00\x00\x00entries".to_vec()),
+                                  Just(b"{\"message\": {\"message\": ".to_vec()),
+                                  Just(b"NVRM: Xid (PCI:0000:3b:00): ".to_vec()),
+                                  Just(b"[rank1]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=".to_vec()),
+                              ], 0..3)) {
+        let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+        let catalog = XidCatalog::embedded().unwrap_or_else(|e| panic!("{e}"));
+        let mut owned: Vec<(String, Vec<u8>)> = files;
+        for (i, s) in seed.into_iter().enumerate() {
+            if let Some(f) = owned.get_mut(i) {
+                let mut b = s;
+                b.extend_from_slice(&f.1);
+                f.1 = b;
+            }
+        }
+        let borrowed: Vec<(&str, &[u8])> = owned.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+        let d = analyze_files(&rules, catalog, &borrowed);
+        prop_assert!(serde_json::to_string(&d).is_ok());
+    }
+}

@@ -1,0 +1,169 @@
+//! Version drift: the same failing training steps run under several releases of torch and
+//! transformers (`tests/drift/steps.py`, written by `tests/drift/generate.py`), each log kept as
+//! the job printed it, with the versions in its name. New releases change wordings; when a rule
+//! no longer fires on a newer wording, or fires with less confidence, these tests name the log,
+//! its versions and what faultline said instead. `tests/fixtures/drift/manifest.toml` says what
+//! each log must be diagnosed as; `tests/drift/README.md` how the logs were made and what the
+//! rules said of them before any rule was changed for them.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use faultline::diagnose::analyze_str;
+use faultline::model::{Confidence, Diagnosis, Finding, Role};
+use faultline::rules::RuleSet;
+use serde::Deserialize;
+
+/// The class of a log that shows no GPU failure: no root cause or symptom may be claimed.
+const NONE: &str = "none";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    log: Vec<Entry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    file: String,
+    step: String,
+    class: String,
+    #[serde(default)]
+    also: Vec<String>,
+    confidence: Option<Confidence>,
+    torch: String,
+    transformers: Option<String>,
+    python: String,
+}
+
+impl Entry {
+    fn versions(&self) -> String {
+        let hf = self
+            .transformers
+            .as_deref()
+            .map(|v| format!(", transformers {v}"))
+            .unwrap_or_default();
+        format!("torch {}{hf}, Python {}", self.torch, self.python)
+    }
+
+    fn accepts(&self, class: &str) -> bool {
+        self.class == class || self.also.iter().any(|a| a == class)
+    }
+}
+
+fn folder() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/drift")
+}
+
+fn manifest() -> Manifest {
+    let path = folder().join("manifest.toml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn diagnose(rules: &RuleSet, file: &str) -> Diagnosis {
+    let path = folder().join(file);
+    let log = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    analyze_str(rules, &log)
+}
+
+/// The first root cause or symptom: what faultline claims (context alone is no diagnosis).
+fn claim(diagnosis: &Diagnosis) -> Option<&Finding> {
+    diagnosis.findings.iter().find(|f| f.role != Role::Context)
+}
+
+fn describe(finding: Option<&Finding>) -> String {
+    finding.map_or_else(
+        || "nothing".to_owned(),
+        |f| format!("{} at {:?} ({})", f.class, f.confidence, f.rule),
+    )
+}
+
+/// What is wrong with the diagnosis of one log, if anything.
+fn misdiagnosis(entry: &Entry, diagnosis: &Diagnosis) -> Option<String> {
+    let top = claim(diagnosis);
+    let right = if entry.class == NONE {
+        top.is_none()
+    } else {
+        top.is_some_and(|f| {
+            f.role == Role::Root && entry.accepts(&f.class) && Some(f.confidence) == entry.confidence
+        })
+    };
+    let expected = match entry.confidence {
+        Some(c) => format!("{} at {c:?}", entry.class),
+        None => "no GPU cause".to_owned(),
+    };
+    (!right).then(|| {
+        format!(
+            "{} ({}): expected {expected}, got {}",
+            entry.file,
+            entry.versions(),
+            describe(top)
+        )
+    })
+}
+
+#[test]
+fn every_log_of_every_release_is_diagnosed_as_its_class_at_top_1_with_the_confidence_it_warrants() {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let entries = manifest().log;
+    let misses: Vec<String> = entries
+        .iter()
+        .filter_map(|entry| misdiagnosis(entry, &diagnose(&rules, &entry.file)))
+        .collect();
+    assert!(
+        misses.is_empty(),
+        "{} of {} logs misdiagnosed:\n{}",
+        misses.len(),
+        entries.len(),
+        misses.join("\n")
+    );
+}
+
+#[test]
+fn the_manifest_lists_every_log_of_the_folder_and_names_the_versions_in_each_file_name() {
+    let on_disk: BTreeSet<String> = std::fs::read_dir(folder())
+        .unwrap_or_else(|e| panic!("{}: {e}", folder().display()))
+        .map(|entry| entry.unwrap_or_else(|e| panic!("{e}")).file_name())
+        .filter_map(|name| name.to_str().map(str::to_owned))
+        .filter(|name| Path::new(name).extension().is_some_and(|x| x == "log"))
+        .collect();
+    let entries = manifest().log;
+    let listed: BTreeSet<String> = entries.iter().map(|e| e.file.clone()).collect();
+    assert_eq!(on_disk, listed, "logs on disk and in the manifest differ");
+    assert_eq!(listed.len(), entries.len(), "a log is listed twice");
+    for e in &entries {
+        let hf = e
+            .transformers
+            .as_deref()
+            .map(|v| format!("-transformers{v}"))
+            .unwrap_or_default();
+        assert_eq!(e.file, format!("{}-torch{}{hf}.log", e.step, e.torch));
+        assert_eq!(
+            e.confidence.is_none(),
+            e.class == NONE,
+            "{}: a confidence is given exactly when a class is",
+            e.file
+        );
+    }
+}
+
+#[test]
+fn the_logs_span_torch_releases_from_2_1_to_the_newest_and_transformers_4_and_5() {
+    let entries = manifest().log;
+    let torch: BTreeSet<&str> = entries.iter().map(|e| e.torch.as_str()).collect();
+    let transformers_majors: BTreeSet<&str> = entries
+        .iter()
+        .filter_map(|e| e.transformers.as_deref()?.split('.').next())
+        .collect();
+    assert!(
+        torch.len() >= 3 && torch.iter().any(|v| v.starts_with("2.1.")),
+        "torch versions: {torch:?}"
+    );
+    assert_eq!(
+        transformers_majors,
+        BTreeSet::from(["4", "5"]),
+        "transformers majors"
+    );
+}

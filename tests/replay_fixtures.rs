@@ -1,0 +1,153 @@
+//! Real failing training steps on the CPU (`tests/fixtures/replay/`, written by its
+//! `generate.py` with torch 2.15.0 and transformers 5.24.0; see its README): each log, torch's
+//! own CPU wording, is diagnosed as the failure it is, and each snapshot, saved the way users
+//! save one (by hand with a few metadata keys, or by the capture helper with the model),
+//! replayed on the CPU gives the true cause the verdict it should: confirmed with the value at
+//! fault, or, where the snapshot cannot tell, not checked and never refuted.
+
+use std::path::PathBuf;
+
+use faultline::diagnose::analyze_str;
+use faultline::model::{Diagnosis, Verdict};
+use faultline::replay::cpu::Cpu;
+use faultline::replay::{Limits, Snapshot, replay_diagnosis};
+use faultline::rules::RuleSet;
+
+/// The torch and transformers versions in the fixtures' names.
+const VERSIONS: &str = "torch-2.15.0+cu132__transformers-5.24.0";
+
+fn fixture(case: &str, ext: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/replay")
+        .join(format!("{case}__{VERSIONS}.{ext}"))
+}
+
+fn replayed(case: &str) -> Diagnosis {
+    let log = std::fs::read_to_string(fixture(case, "log")).unwrap_or_else(|e| panic!("{case}: {e}"));
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let mut diagnosis = analyze_str(&rules, &log);
+    let bytes = std::fs::read(fixture(case, "safetensors")).unwrap_or_else(|e| panic!("{case}: {e}"));
+    let snapshot = Snapshot::from_bytes(bytes, &Limits::default()).unwrap_or_else(|e| panic!("{case}: {e}"));
+    replay_diagnosis(&mut diagnosis, &snapshot, &Cpu::new());
+    diagnosis
+}
+
+const WORDS: &str = "A token id is >= the vocabulary size of the embedding";
+const POSITIONS: &str = "The input is longer than max_position_embeddings";
+const TOKEN_TYPES: &str = "token_type_ids >= type_vocab_size";
+const LABEL: &str = "Label 100 >= num_classes: the model outputs fewer classes than the data has";
+
+/// Each case: its rule, the cause that is true, its verdict, and how its summary starts.
+const CASES: [(&str, &str, &str, Verdict, &str); 9] = [
+    (
+        "t5_labels_past_the_vocabulary",
+        "index.embedding_out_of_range",
+        WORDS,
+        Verdict::Confirmed,
+        "labels[1, 5] = 103 >= vocab_size = 100 (1 of 16 values out of range; max 103); the labels are token ids",
+    ),
+    (
+        "bart_input_longer_than_the_position_table",
+        "index.embedding_out_of_range",
+        POSITIONS,
+        Verdict::Confirmed,
+        "input_ids length 40 > the 32 positions of max_position_embeddings = 32: positions 32..39 have no row",
+    ),
+    (
+        "bart_input_longer_than_the_position_table_sizes_only",
+        "index.embedding_out_of_range",
+        POSITIONS,
+        Verdict::Inconclusive,
+        "not checked: model family unknown (record model_type",
+    ),
+    (
+        "bart_labels_padded_with_vocab_size",
+        "index.embedding_out_of_range",
+        WORDS,
+        Verdict::Confirmed,
+        "labels[0, 9] = 120 >= num_embeddings = 120 (9 of 36 values out of range; max 120); the labels are token ids, the decoder's input ids once shifted right",
+    ),
+    (
+        "gpt2_past_n_positions",
+        "index.embedding_out_of_range",
+        POSITIONS,
+        Verdict::Confirmed,
+        "input_ids length 30 > the 24 positions of max_position_embeddings = 24",
+    ),
+    (
+        "gpt2_labels_padded_with_vocab_size",
+        "index.target_out_of_bounds",
+        LABEL,
+        Verdict::Confirmed,
+        "labels[1, 10] = 100 >= vocab_size = 100 (6 of 32 values out of range); the loss is over the language model's head (loss_function ForCausalLMLoss)",
+    ),
+    (
+        "opt_past_its_positions",
+        "index.embedding_out_of_range",
+        POSITIONS,
+        Verdict::Confirmed,
+        "attention_mask[1] attends to 30 tokens: more than the 24 positions of max_position_embeddings = 24",
+    ),
+    (
+        "bert_token_type_past_type_vocab_size",
+        "index.embedding_out_of_range",
+        TOKEN_TYPES,
+        Verdict::Confirmed,
+        "token_type_ids[1, 12] = 2 >= type_vocab_size = 2 (4 of 32 values out of range; max 2)",
+    ),
+    (
+        "led_encoder_past_its_positions",
+        "index.embedding_out_of_range",
+        POSITIONS,
+        Verdict::Confirmed,
+        "input_ids length 50, padded to 64 (a multiple of attention_window 16) > the 60 positions of max_encoder_position_embeddings = 60",
+    ),
+];
+
+#[test]
+fn every_real_cpu_failure_is_diagnosed_and_its_true_cause_gets_its_verdict_on_the_cpu() {
+    for (case, rule, cause, verdict, summary) in CASES {
+        let diagnosis = replayed(case);
+        let top = diagnosis
+            .findings
+            .first()
+            .unwrap_or_else(|| panic!("{case}: no finding"));
+        assert_eq!(top.rule, rule, "{case}");
+        let outcome = top
+            .causes
+            .iter()
+            .find(|c| c.title == cause)
+            .and_then(|c| c.outcome.as_ref())
+            .unwrap_or_else(|| panic!("{case}: the cause {cause:?} was not replayed: {:#?}", top.causes));
+        assert_eq!(outcome.verdict, verdict, "{case}: {}", outcome.summary);
+        assert!(
+            outcome.summary.starts_with(summary),
+            "{case}: {}",
+            outcome.summary
+        );
+    }
+}
+
+#[test]
+fn no_cause_of_another_table_is_confirmed_and_the_diagnosis_is_never_refuted() {
+    for (case, _, cause, _, _) in CASES {
+        let diagnosis = replayed(case);
+        let replay = diagnosis
+            .replay
+            .as_ref()
+            .unwrap_or_else(|| panic!("{case}: no replay summary"));
+        assert_ne!(replay.verdict, Verdict::Refuted, "{case}: {replay:?}");
+        // A word, position or token-type cause confirmed is that table's; the other tables'
+        // causes are refuted or not checked.
+        for other in [WORDS, POSITIONS, TOKEN_TYPES]
+            .into_iter()
+            .filter(|c| *c != cause)
+        {
+            let confirmed = replay
+                .decided
+                .iter()
+                .any(|d| d.cause == other && d.verdict == Verdict::Confirmed);
+            assert!(!confirmed, "{case}: {other} confirmed: {replay:?}");
+        }
+    }
+}
