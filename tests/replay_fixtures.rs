@@ -159,7 +159,10 @@ fn no_cause_of_another_table_is_confirmed_and_the_diagnosis_is_never_refuted() {
 #[test]
 fn labels_past_the_vocabulary_confirm_the_observation_once_and_no_cause_that_shares_it() {
     for (case, shared) in [
-        ("gpt2_labels_padded_with_vocab_size", ["Labels numbered from 1", LABEL]),
+        (
+            "gpt2_labels_padded_with_vocab_size",
+            ["Labels numbered from 1", LABEL],
+        ),
         (
             "t5_labels_past_the_vocabulary",
             [WORDS, "A negative, padding or 1-based id"],
@@ -182,10 +185,20 @@ fn labels_past_the_vocabulary_confirm_the_observation_once_and_no_cause_that_sha
         let [observation] = replay.observations.as_slice() else {
             panic!("{case}: not one shared observation: {replay:?}");
         };
-        assert!(observation.summary.starts_with("labels["), "{case}: {observation:?}");
+        assert!(
+            observation.summary.starts_with("labels["),
+            "{case}: {observation:?}"
+        );
         for cause in shared {
-            assert!(observation.causes.iter().any(|c| c == cause), "{case}: {cause:?} missing: {observation:?}");
+            assert!(
+                observation.causes.iter().any(|c| c == cause),
+                "{case}: {cause:?} missing: {observation:?}"
+            );
         }
-        assert_eq!(diagnosis.findings[0].tier, faultline::model::EvidenceTier::Confirmed, "{case}");
+        assert_eq!(
+            diagnosis.findings[0].tier,
+            faultline::model::EvidenceTier::Confirmed,
+            "{case}"
+        );
     }
 }

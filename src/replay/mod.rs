@@ -223,16 +223,23 @@ pub fn replay_diagnosis(
                 (Verdict::Confirmed, own) => {
                     confirmed += 1;
                     // Alone only when no other cause sharing the observation is shown as well.
-                    let rival = results.iter().zip(&judged).enumerate().any(|(k, ((_, other, _), shown))| {
-                        k != j && same_observation(result, other) && matches!(shown, Judged::Shows(_))
-                    });
+                    let rival = results
+                        .iter()
+                        .zip(&judged)
+                        .enumerate()
+                        .any(|(k, ((_, other, _), shown))| {
+                            k != j && same_observation(result, other) && matches!(shown, Judged::Shows(_))
+                        });
                     match own {
                         Judged::Shows(why) if !rival => {
                             (Verdict::Confirmed, format!("{}; {why}", result.summary))
                         }
                         Judged::Unjudged(why) => (
                             Verdict::Consistent,
-                            format!("{} (what would tell this cause apart could not be judged: {why})", result.summary),
+                            format!(
+                                "{} (what would tell this cause apart could not be judged: {why})",
+                                result.summary
+                            ),
                         ),
                         _ => (Verdict::Consistent, result.summary.clone()),
                     }
@@ -265,10 +272,7 @@ pub fn replay_diagnosis(
 /// Whether two confirmations are one observation: the same check saw the same offending values
 /// of the same tensor (however the causes' parameters differ).
 fn same_observation(a: &CheckResult, b: &CheckResult) -> bool {
-    b.verdict == Verdict::Confirmed
-        && a.check == b.check
-        && a.tensor == b.tensor
-        && a.summary == b.summary
+    b.verdict == Verdict::Confirmed && a.check == b.check && a.tensor == b.tensor && a.summary == b.summary
 }
 
 /// What the offending values of a shared confirmation show of one cause.

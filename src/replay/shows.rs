@@ -5,8 +5,10 @@
 //! confirmation then shows the observation they share, not which of them holds. A cause is
 //! confirmed alone only when the offending values discriminate it, as its `shows` says:
 //!
-//! - `padding:-1,pad_token_id`: every offending value is one of these (integers, or metadata keys
-//!   read as `KEY` or `model.KEY`), the marks a padding or unlabelled target carries;
+//! - `padding:-1,pad_token_id`: every offending value is one of these negative marks (integers,
+//!   or metadata keys read as `KEY` or `model.KEY`), the marks a padding or unlabelled target
+//!   carries. A mark at or past the class count (a [PAD] id past the vocabulary) counts for
+//!   nothing: a head narrower than the label set gives that value too;
 //! - `one_based`: every label besides the ignore value lies in `1..=C` and each of `1..=C` occurs
 //!   (the classes numbered from 1), for `C` up to [`MAX_ONE_BASED_CLASSES`].
 //!
@@ -24,7 +26,7 @@ pub const MAX_ONE_BASED_CLASSES: i64 = 256;
 /// The condition under which the offending values show one cause alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Shows {
-    /// Every offending value is one of these marks.
+    /// Every offending value is one of these marks, each negative.
     Padding(Vec<Mark>),
     /// The labels run `1..=C`: none is 0 and each of `1..=C` occurs.
     OneBased,
@@ -41,7 +43,9 @@ pub enum Mark {
 
 /// A `shows` text that names no condition.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("shows = {text:?}: expected `one_based` or `padding:` with a comma-separated list of integers or metadata keys")]
+#[error(
+    "shows = {text:?}: expected `one_based` or `padding:` with a comma-separated list of integers or metadata keys"
+)]
 pub struct BadShows {
     /// The text as given.
     pub text: String,
@@ -51,7 +55,9 @@ impl std::str::FromStr for Shows {
     type Err = BadShows;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let bad = || BadShows { text: text.to_owned() };
+        let bad = || BadShows {
+            text: text.to_owned(),
+        };
         let text = text.trim();
         if text == "one_based" {
             return Ok(Shows::OneBased);
@@ -72,8 +78,12 @@ impl std::str::FromStr for Shows {
 }
 
 fn is_key(text: &str) -> bool {
-    text.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    text.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
 impl Shows {
@@ -124,10 +134,24 @@ impl<'a> Judged<'a> {
     fn count(&self, value: i64, backend: &dyn Backend) -> Result<u64, ReplayError> {
         let Some(next) = value.checked_add(1) else {
             // i64::MAX: counted as everything at or above it.
-            let out = backend.scan(self.tensor, Scan::IntRange { lo: i64::MIN, hi: value, skip: None })?;
+            let out = backend.scan(
+                self.tensor,
+                Scan::IntRange {
+                    lo: i64::MIN,
+                    hi: value,
+                    skip: None,
+                },
+            )?;
             return Ok(out.offending);
         };
-        let out = backend.scan(self.tensor, Scan::IntRange { lo: value, hi: next, skip: None })?;
+        let out = backend.scan(
+            self.tensor,
+            Scan::IntRange {
+                lo: value,
+                hi: next,
+                skip: None,
+            },
+        )?;
         Ok(out.elements - out.offending)
     }
 
@@ -151,7 +175,8 @@ impl<'a> Judged<'a> {
                     .and_then(|v| v.trim().parse::<i64>().ok())
                     .map(|v| (v, format!("{key} {v}"))),
             };
-            if let Some((v, label)) = found.filter(|(v, _)| self.offends(*v))
+            // Only a negative mark tells padding from a narrower head (no class is negative).
+            if let Some((v, label)) = found.filter(|(v, _)| *v < 0 && self.offends(*v))
                 && !values.iter().any(|(seen, _)| *seen == v)
             {
                 values.push((v, label));
@@ -182,7 +207,11 @@ impl<'a> Judged<'a> {
         }
         let within = backend.scan(
             self.tensor,
-            Scan::IntRange { lo: 1, hi: c + 1, skip: Some(self.ignore) },
+            Scan::IntRange {
+                lo: 1,
+                hi: c + 1,
+                skip: Some(self.ignore),
+            },
         )?;
         if within.offending > 0 {
             return Ok(None);

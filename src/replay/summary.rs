@@ -68,16 +68,14 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
                 unchecked.push((suspect, cause.title.clone()));
                 needs.extend(wanted(&outcome.summary));
             }
-            Verdict::Consistent => {
-                match observations.iter_mut().find(|o| o.summary == outcome.summary) {
-                    Some(o) if !o.causes.contains(&cause.title) => o.causes.push(cause.title.clone()),
-                    Some(_) => {}
-                    None => observations.push(SharedObservation {
-                        summary: outcome.summary.clone(),
-                        causes: vec![cause.title.clone()],
-                    }),
-                }
-            }
+            Verdict::Consistent => match observations.iter_mut().find(|o| o.summary == outcome.summary) {
+                Some(o) if !o.causes.contains(&cause.title) => o.causes.push(cause.title.clone()),
+                Some(_) => {}
+                None => observations.push(SharedObservation {
+                    summary: outcome.summary.clone(),
+                    causes: vec![cause.title.clone()],
+                }),
+            },
         }
     }
     let backend = backend?;
@@ -270,6 +268,30 @@ mod tests {
         assert_eq!(
             text,
             "not checked (2): Token ids; BCE inputs; they need role.input, role.input_ids\nverdict for the diagnosis: inconclusive"
+        );
+    }
+
+    #[test]
+    fn a_confirmation_causes_share_is_one_observation_and_confirms_none_of_them() {
+        let seen = "labels[5] = 50257 >= vocab_size = 50257 (3 of 64 values out of range)";
+        let s = summarize(&diagnosis(vec![
+            cause("Head narrower than the labels", Verdict::Consistent, seen),
+            cause("Labels numbered from 1", Verdict::Consistent, seen),
+            cause("Wrong padding", Verdict::Refuted, "no -1 in labels"),
+        ]))
+        .unwrap_or_else(|| panic!("no summary"));
+        assert_eq!(s.verdict, Verdict::Confirmed);
+        assert_eq!(s.decided.len(), 1);
+        assert_eq!(s.observations.len(), 1);
+        assert_eq!(
+            lines(&s),
+            vec![
+                format!(
+                    "confirmed: {seen} — consistent with it, the data does not tell them apart: Head narrower than the labels; Labels numbered from 1"
+                ),
+                "refuted: no -1 in labels — Wrong padding".to_owned(),
+                "verdict for the diagnosis: confirmed".to_owned(),
+            ]
         );
     }
 
