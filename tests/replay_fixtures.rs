@@ -3,7 +3,9 @@
 //! own CPU wording, is diagnosed as the failure it is, and each snapshot, saved the way users
 //! save one (by hand with a few metadata keys, or by the capture helper with the model),
 //! replayed on the CPU gives the true cause the verdict it should: confirmed with the value at
-//! fault, or, where the snapshot cannot tell, not checked and never refuted.
+//! fault; consistent with the data where other causes share the observation and the offending
+//! values do not tell them apart; or, where the snapshot cannot tell, not checked and never
+//! refuted.
 
 use std::path::PathBuf;
 
@@ -37,13 +39,15 @@ const POSITIONS: &str = "The input is longer than max_position_embeddings";
 const TOKEN_TYPES: &str = "token_type_ids >= type_vocab_size";
 const LABEL: &str = "Label 100 >= num_classes: the model outputs fewer classes than the data has";
 
-/// Each case: its rule, the cause that is true, its verdict, and how its summary starts.
+/// Each case: its rule, the cause that is true, its verdict, and how its summary starts. Labels
+/// past the vocabulary are consistent, not confirmed: padding, 1-based ids or a too-small table
+/// would all give them.
 const CASES: [(&str, &str, &str, Verdict, &str); 9] = [
     (
         "t5_labels_past_the_vocabulary",
         "index.embedding_out_of_range",
         WORDS,
-        Verdict::Confirmed,
+        Verdict::Consistent,
         "labels[1, 5] = 103 >= vocab_size = 100 (1 of 16 values out of range; max 103); the labels are token ids",
     ),
     (
@@ -64,7 +68,7 @@ const CASES: [(&str, &str, &str, Verdict, &str); 9] = [
         "bart_labels_padded_with_vocab_size",
         "index.embedding_out_of_range",
         WORDS,
-        Verdict::Confirmed,
+        Verdict::Consistent,
         "labels[0, 9] = 120 >= num_embeddings = 120 (9 of 36 values out of range; max 120); the labels are token ids, the decoder's input ids once shifted right",
     ),
     (
@@ -78,7 +82,7 @@ const CASES: [(&str, &str, &str, Verdict, &str); 9] = [
         "gpt2_labels_padded_with_vocab_size",
         "index.target_out_of_bounds",
         LABEL,
-        Verdict::Confirmed,
+        Verdict::Consistent,
         "labels[1, 10] = 100 >= vocab_size = 100 (6 of 32 values out of range); the loss is over the language model's head (loss_function ForCausalLMLoss)",
     ),
     (
@@ -149,5 +153,52 @@ fn no_cause_of_another_table_is_confirmed_and_the_diagnosis_is_never_refuted() {
                 .any(|d| d.cause == other && d.verdict == Verdict::Confirmed);
             assert!(!confirmed, "{case}: {other} confirmed: {replay:?}");
         }
+    }
+}
+
+#[test]
+fn labels_past_the_vocabulary_confirm_the_observation_once_and_no_cause_that_shares_it() {
+    for (case, shared) in [
+        (
+            "gpt2_labels_padded_with_vocab_size",
+            ["Labels numbered from 1", LABEL],
+        ),
+        (
+            "t5_labels_past_the_vocabulary",
+            [WORDS, "A negative, padding or 1-based id"],
+        ),
+        (
+            "bart_labels_padded_with_vocab_size",
+            [WORDS, "A negative, padding or 1-based id"],
+        ),
+    ] {
+        let diagnosis = replayed(case);
+        let replay = diagnosis
+            .replay
+            .as_ref()
+            .unwrap_or_else(|| panic!("{case}: no replay summary"));
+        assert_eq!(replay.verdict, Verdict::Confirmed, "{case}: {replay:?}");
+        assert!(
+            replay.decided.iter().all(|d| d.verdict != Verdict::Confirmed),
+            "{case}: a cause confirmed alone: {replay:?}"
+        );
+        let [observation] = replay.observations.as_slice() else {
+            panic!("{case}: not one shared observation: {replay:?}");
+        };
+        assert!(
+            observation.summary.starts_with("labels["),
+            "{case}: {observation:?}"
+        );
+        for cause in shared {
+            assert!(
+                observation.causes.iter().any(|c| c == cause),
+                "{case}: {cause:?} missing: {observation:?}"
+            );
+        }
+        assert_eq!(
+            diagnosis.findings[0].tier,
+            faultline::model::EvidenceTier::Confirmed,
+            "{case}"
+        );
     }
 }

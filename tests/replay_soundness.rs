@@ -1641,3 +1641,162 @@ fn with_every_key_written_the_wide_steps_get_a_verdict_either_way() {
         }
     }
 }
+
+// ---- Causes that share one check: the observation is confirmed, a cause only when shown. ----
+
+/// The class-target device assert: three causes wired to `target_bounds` on the labels.
+const CLASS_TARGET_LOG: &str = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:247: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.\n";
+const TOO_FEW: &str = "Labels >= num_classes";
+const ONE_BASED: &str = "Labels numbered from 1";
+const PADDING: &str = "An ignore / padding value";
+
+/// How the generated labels were made: which cause is true of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Labels {
+    /// Every label a class.
+    InRange,
+    /// Classes numbered 1..=C, each present.
+    OneBased,
+    /// Some labels -1 (unlabelled), the rest classes.
+    MinusOne,
+    /// Some labels the recorded pad_token_id (at or past C, as a [PAD] past the vocabulary), the
+    /// rest classes: a narrower head would give the same values, so it is not shown.
+    PadId,
+    /// Classes 0..C+extra: a head narrower than the label set (a 0 and a label past C present).
+    TooFew,
+}
+
+fn labels_strategy() -> impl Strategy<Value = (Labels, i64, Vec<i64>, i64)> {
+    let kind = prop_oneof![
+        Just(Labels::InRange),
+        Just(Labels::OneBased),
+        Just(Labels::MinusOne),
+        Just(Labels::PadId),
+        Just(Labels::TooFew),
+    ];
+    (
+        kind,
+        2i64..6,
+        proptest::collection::vec(0i64..1000, 12..40),
+        0i64..3,
+    )
+}
+
+/// The labels of `kind` over `classes` classes from the random `seed` values, and the pad id.
+fn make_labels(kind: Labels, classes: i64, seed: &[i64], extra: i64) -> (Vec<i64>, i64) {
+    let pad = classes + extra;
+    let mut v: Vec<i64> = seed.iter().map(|s| s % classes).collect();
+    match kind {
+        Labels::InRange => {}
+        Labels::OneBased => {
+            v.iter_mut().for_each(|x| *x += 1);
+            for (i, class) in (1..=classes).enumerate() {
+                v[i] = class;
+            }
+        }
+        Labels::MinusOne | Labels::PadId => {
+            let mark = if kind == Labels::MinusOne { -1 } else { pad };
+            for (i, x) in v.iter_mut().enumerate() {
+                if seed[i] % 3 == 0 || i == 0 {
+                    *x = mark;
+                }
+            }
+            // A class 0 among the rest: labels padded with C and lacking 0 are data that 1-based
+            // labels give alike, which `one_based` may then confirm (the limit of one batch).
+            v[1] = 0;
+        }
+        Labels::TooFew => {
+            v[0] = 0;
+            v[1] = classes + extra;
+            for (i, x) in v.iter_mut().enumerate().skip(2) {
+                *x = seed[i] % (classes + extra + 1);
+            }
+        }
+    }
+    (v, pad)
+}
+
+fn class_target_replay(labels: Vec<i64>, classes: i64, pad: i64) -> faultline::model::Diagnosis {
+    let n = labels.len();
+    let meta = meta(&[
+        ("num_classes", &classes.to_string()),
+        ("pad_token_id", &pad.to_string()),
+    ]);
+    let snapshot = read(safetensors_file(&[ids("labels", &[n], labels)], &meta));
+    diagnose_and_replay(CLASS_TARGET_LOG, &snapshot)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A cause that shares its check is confirmed only when the labels show that cause, and
+    /// none is refuted while labels are out of range.
+    #[test]
+    fn a_shared_check_confirms_a_cause_only_when_the_labels_show_it(
+        (kind, classes, seed, extra) in labels_strategy()
+    ) {
+        let (labels, pad) = make_labels(kind, classes, &seed, extra);
+        let diagnosis = class_target_replay(labels, classes, pad);
+        prop_assert_eq!(&diagnosis.findings[0].rule, "assert.class_target");
+        for (cause, shown) in [
+            (TOO_FEW, false),
+            (ONE_BASED, kind == Labels::OneBased),
+            (PADDING, kind == Labels::MinusOne),
+        ] {
+            let (verdict, summary) = outcome_of(&diagnosis, cause);
+            if kind == Labels::InRange {
+                prop_assert_eq!(verdict, Verdict::Refuted, "{}: {}", cause, summary);
+                continue;
+            }
+            prop_assert_ne!(verdict, Verdict::Refuted, "{}: {}", cause, summary);
+            if !shown {
+                prop_assert_ne!(verdict, Verdict::Confirmed, "{:?}: {} confirmed: {}", kind, cause, summary);
+            }
+        }
+        let replay = diagnosis.replay.as_ref().map(|r| r.verdict);
+        let expected = if kind == Labels::InRange { Verdict::Refuted } else { Verdict::Confirmed };
+        prop_assert_eq!(replay, Some(expected));
+    }
+}
+
+#[test]
+fn labels_padded_with_a_negative_pad_id_confirm_the_padding_cause_alone() {
+    let diagnosis = class_target_replay(vec![0, 1, 2, -2, -2, 1, -2], 3, -2);
+    let (verdict, summary) = outcome_of(&diagnosis, PADDING);
+    assert_eq!(verdict, Verdict::Confirmed, "{summary}");
+    assert!(
+        summary.ends_with("every one of the 3 offending values is the padding mark pad_token_id -2"),
+        "{summary}"
+    );
+    assert_eq!(outcome_of(&diagnosis, TOO_FEW).0, Verdict::Consistent);
+    assert_eq!(outcome_of(&diagnosis, ONE_BASED).0, Verdict::Consistent);
+}
+
+#[test]
+fn a_pad_id_past_the_classes_is_no_proof_of_padding_for_a_narrower_head_gives_it_too() {
+    let diagnosis = class_target_replay(vec![0, 1, 2, 7, 7, 1, 7], 3, 7);
+    for cause in [TOO_FEW, ONE_BASED, PADDING] {
+        assert_eq!(outcome_of(&diagnosis, cause).0, Verdict::Consistent, "{cause}");
+    }
+}
+
+#[test]
+fn labels_running_from_one_to_the_class_count_confirm_the_one_based_cause_alone() {
+    let diagnosis = class_target_replay(vec![1, 2, 3, 3, 2, 1], 3, 9);
+    let (verdict, summary) = outcome_of(&diagnosis, ONE_BASED);
+    assert_eq!(verdict, Verdict::Confirmed, "{summary}");
+    assert!(summary.contains("the classes are numbered from 1"), "{summary}");
+    assert_eq!(outcome_of(&diagnosis, PADDING).0, Verdict::Consistent);
+}
+
+#[test]
+fn labels_past_the_classes_that_no_condition_tells_apart_leave_every_cause_consistent() {
+    let diagnosis = class_target_replay(vec![0, 1, 4, 5, 2], 3, 9);
+    for cause in [TOO_FEW, ONE_BASED, PADDING] {
+        assert_eq!(outcome_of(&diagnosis, cause).0, Verdict::Consistent, "{cause}");
+    }
+    let replay = diagnosis.replay.unwrap_or_else(|| panic!("no summary"));
+    assert_eq!(replay.verdict, Verdict::Confirmed);
+    assert_eq!(replay.observations.len(), 1, "{replay:?}");
+    assert_eq!(replay.observations[0].causes.len(), 3, "{replay:?}");
+}

@@ -62,7 +62,8 @@ pub enum EvidenceTier {
     /// Matched by the rule's patterns.
     #[default]
     Pattern,
-    /// A replay of the tensor snapshot confirmed a cause.
+    /// A replay of the tensor snapshot confirmed the failure: a cause, or an observation its
+    /// causes share.
     Confirmed,
     /// A replay of the tensor snapshot refuted the causes it checked.
     Refuted,
@@ -116,6 +117,10 @@ pub enum Verdict {
     Confirmed,
     /// The data rules the cause out (every value checked is fine).
     Refuted,
+    /// A cause's only: the data shows what the cause would produce (labels out of range), but
+    /// other causes sharing that observation would produce it too, and nothing in the offending
+    /// values tells them apart. Never a check's own verdict.
+    Consistent,
     /// The check could not decide (a tensor or a parameter is missing).
     Inconclusive,
 }
@@ -135,11 +140,15 @@ pub struct ReplayOutcome {
 /// the value that decided each, and one line for every cause no check could decide.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplaySummary {
-    /// Confirmed when a cause was confirmed; refuted only when every cause that names a check was
+    /// Confirmed when a cause or a shared observation was confirmed; refuted only when every cause that names a check was
     /// refuted; inconclusive otherwise (a cause could not be checked, so none is ruled out).
     pub verdict: Verdict,
     /// The causes a check decided: confirmed first, then refuted.
     pub decided: Vec<DecidedCause>,
+    /// Observations the data confirmed that several causes share, each reported once with the
+    /// causes consistent with it (none of them confirmed alone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observations: Vec<SharedObservation>,
     /// The causes no check could decide (their titles).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_checked: Vec<String>,
@@ -160,6 +169,16 @@ pub struct DecidedCause {
     pub verdict: Verdict,
     /// The value that decided it.
     pub summary: String,
+}
+
+/// What the data showed that several causes would produce alike (`labels[1, 10] = 100 >=
+/// vocab_size = 100`), and those causes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedObservation {
+    /// The observation, with the value that decided it.
+    pub summary: String,
+    /// The causes consistent with it, which the data does not tell apart.
+    pub causes: Vec<String>,
 }
 
 /// A concrete step to fix the failure.

@@ -144,6 +144,7 @@ mod tests {
                     verdict: Verdict::Refuted,
                     summary: "all 4 labels in [0, 2)".into(),
                 }],
+                observations: vec![],
                 not_checked: vec!["Token ids".into()],
                 needs: vec!["vocab_size".into()],
                 backend: "cpu".into(),

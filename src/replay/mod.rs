@@ -20,6 +20,7 @@ mod params;
 pub mod preflight;
 pub mod reproducer;
 mod safetensors;
+pub mod shows;
 pub mod snapshot;
 pub mod summary;
 
@@ -162,8 +163,14 @@ impl std::str::FromStr for BackendChoice {
 
 /// Runs the replay check of every cause in `diagnosis` that names one, on `snapshot`, records each
 /// verdict on its cause ([`crate::model::Cause::outcome`]) and sets each finding's evidence tier:
-/// confirmed when a cause is confirmed, refuted when every checked cause is refuted (and, where
-/// a refutation speaks for its own cause only, every cause of the finding was checked).
+/// confirmed when the data shows the failure (a cause, or an observation its causes share),
+/// refuted when every checked cause is refuted (and, where a refutation speaks for its own cause
+/// only, every cause of the finding was checked).
+///
+/// A confirmation several causes of a finding share (the same observation of the same tensor)
+/// confirms none of them alone: each is `consistent` with the data, unless the offending values
+/// discriminate it as its rule's `shows` condition says ([`shows`]). A refutation they share
+/// refutes them all.
 pub fn replay_diagnosis(
     diagnosis: &mut crate::model::Diagnosis,
     snapshot: &Snapshot,
@@ -174,14 +181,13 @@ pub fn replay_diagnosis(
     // Each distinct check runs once, however many causes name it.
     let mut done: Vec<(CheckSpec, CheckResult)> = Vec::new();
     for finding in &mut diagnosis.findings {
-        let (mut checked, mut confirmed, mut refuted) = (0, 0, 0);
-        // A refutation that speaks for its own cause only (`CheckInfo::refutes_finding`).
-        let mut narrow = false;
-        for cause in &mut finding.causes {
-            let Some(spec) = cause.replay.as_ref().map(CheckSpec::from) else {
+        // The result of each cause's check, by cause, with its `shows` condition.
+        let mut results: Vec<(usize, CheckResult, Option<String>)> = Vec::new();
+        for (i, cause) in finding.causes.iter().enumerate() {
+            let Some(mut spec) = cause.replay.as_ref().map(CheckSpec::from) else {
                 continue;
             };
-            let broad = refutes_finding(&spec);
+            let shows = spec.params.remove(shows::PARAM);
             let result = match done.iter().find(|(s, _)| *s == spec) {
                 Some((_, result)) => result.clone(),
                 None => {
@@ -191,21 +197,67 @@ pub fn replay_diagnosis(
                     result
                 }
             };
-            checked += 1;
-            match result.verdict {
-                Verdict::Confirmed => confirmed += 1,
-                Verdict::Refuted => {
-                    refuted += 1;
-                    narrow |= !broad;
+            results.push((i, result, shows));
+        }
+        // What the offending values show of each cause whose confirmation others share.
+        let shared = |r: &CheckResult| results.iter().filter(|(_, o, _)| same_observation(r, o)).count() > 1;
+        let judged: Vec<Judged> = results
+            .iter()
+            .map(|(_, r, shows)| {
+                if r.verdict == Verdict::Confirmed && shared(r) {
+                    judge(r, shows.as_deref(), snapshot, backend)
+                } else {
+                    Judged::NotShared
                 }
-                Verdict::Inconclusive => {}
-            }
-            cause.outcome = Some(ReplayOutcome {
-                verdict: result.verdict,
-                summary: result.summary,
-                backend: result.backend,
+            })
+            .collect();
+        let (mut confirmed, mut refuted) = (0, 0);
+        // A refutation that speaks for its own cause only (`CheckInfo::refutes_finding`).
+        let mut narrow = false;
+        for (j, (i, result, _)) in results.iter().enumerate() {
+            let (verdict, summary) = match (result.verdict, &judged[j]) {
+                (Verdict::Confirmed, Judged::NotShared) => {
+                    confirmed += 1;
+                    (Verdict::Confirmed, result.summary.clone())
+                }
+                (Verdict::Confirmed, own) => {
+                    confirmed += 1;
+                    // Alone only when no other cause sharing the observation is shown as well.
+                    let rival = results
+                        .iter()
+                        .zip(&judged)
+                        .enumerate()
+                        .any(|(k, ((_, other, _), shown))| {
+                            k != j && same_observation(result, other) && matches!(shown, Judged::Shows(_))
+                        });
+                    match own {
+                        Judged::Shows(why) if !rival => {
+                            (Verdict::Confirmed, format!("{}; {why}", result.summary))
+                        }
+                        Judged::Unjudged(why) => (
+                            Verdict::Consistent,
+                            format!(
+                                "{} (what would tell this cause apart could not be judged: {why})",
+                                result.summary
+                            ),
+                        ),
+                        _ => (Verdict::Consistent, result.summary.clone()),
+                    }
+                }
+                (Verdict::Refuted, _) => {
+                    refuted += 1;
+                    narrow |= !check::check_info(&result.check).is_some_and(|c| c.refutes_finding);
+                    (Verdict::Refuted, result.summary.clone())
+                }
+                (verdict, _) => (verdict, result.summary.clone()),
+            };
+            finding.causes[*i].outcome = Some(ReplayOutcome {
+                verdict,
+                summary,
+                backend: result.backend.clone(),
             });
         }
+        let checked = results.len();
         let every_cause_checked = checked == finding.causes.len();
         if confirmed > 0 {
             finding.tier = EvidenceTier::Confirmed;
@@ -215,6 +267,40 @@ pub fn replay_diagnosis(
     }
     diagnosis.replay = summary::summarize(diagnosis);
     done.into_iter().map(|(_, result)| result).collect()
+}
+
+/// Whether two confirmations are one observation: the same check saw the same offending values
+/// of the same tensor (however the causes' parameters differ).
+fn same_observation(a: &CheckResult, b: &CheckResult) -> bool {
+    b.verdict == Verdict::Confirmed && a.check == b.check && a.tensor == b.tensor && a.summary == b.summary
+}
+
+/// What the offending values of a shared confirmation show of one cause.
+enum Judged {
+    /// The confirmation is this cause's alone (or not a confirmation).
+    NotShared,
+    /// Its `shows` condition holds, in these words.
+    Shows(String),
+    /// It has no `shows` condition, or the condition does not hold.
+    NotShown,
+    /// Its `shows` condition could not be judged (malformed, or a scan failed): why.
+    Unjudged(String),
+}
+
+/// Judges a cause's `shows` condition on the confirmation `result` it shares with other causes.
+fn judge(result: &CheckResult, shows: Option<&str>, snapshot: &Snapshot, backend: &dyn Backend) -> Judged {
+    let Some(text) = shows else {
+        return Judged::NotShown;
+    };
+    let judged = text
+        .parse::<shows::Shows>()
+        .map_err(|e| e.to_string())
+        .and_then(|s| s.judge(result, snapshot, backend).map_err(|e| e.to_string()));
+    match judged {
+        Ok(Some(why)) => Judged::Shows(why),
+        Ok(None) => Judged::NotShown,
+        Err(why) => Judged::Unjudged(why),
+    }
 }
 
 /// Whether a refutation by `spec`'s check speaks for its whole finding (an unknown check's

@@ -1,6 +1,7 @@
 //! One report of a replay over a whole diagnosis ([`ReplaySummary`]): the causes a check decided
 //! first (confirmed before refuted, and within each the causes the traceback's frames implicate
-//! first), each with the value that decided it, then every cause no check could decide folded
+//! first), each with the value that decided it; each observation the data confirmed that several
+//! causes share, once, with the causes consistent with it; then every cause no check could decide folded
 //! into one "not checked" line with the metadata keys or `--param` names that would let them run,
 //! and one verdict for the diagnosis that is never `refuted` while a cause went unchecked.
 
@@ -10,7 +11,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::check::Frames;
-use crate::model::{DecidedCause, Diagnosis, ReplaySummary, Verdict};
+use crate::model::{DecidedCause, Diagnosis, ReplaySummary, SharedObservation, Verdict};
 
 /// What an inconclusive summary asks for: `--param vocab_size=N`, `the metadata key role.logits`,
 /// `add max_position_embeddings or n_positions to the metadata`.
@@ -28,6 +29,7 @@ static NEEDS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
 /// The summary of the replay outcomes of `diagnosis`'s causes; `None` when no cause was checked.
 pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
     let mut decided = Vec::new();
+    let mut observations: Vec<SharedObservation> = Vec::new();
     let mut not_checked = Vec::new();
     let mut needs = BTreeSet::new();
     let mut backend = None;
@@ -66,6 +68,14 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
                 unchecked.push((suspect, cause.title.clone()));
                 needs.extend(wanted(&outcome.summary));
             }
+            Verdict::Consistent => match observations.iter_mut().find(|o| o.summary == outcome.summary) {
+                Some(o) if !o.causes.contains(&cause.title) => o.causes.push(cause.title.clone()),
+                Some(_) => {}
+                None => observations.push(SharedObservation {
+                    summary: outcome.summary.clone(),
+                    causes: vec![cause.title.clone()],
+                }),
+            },
         }
     }
     let backend = backend?;
@@ -79,7 +89,7 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
             not_checked.push(title);
         }
     }
-    let verdict = if decided.iter().any(|d| d.verdict == Verdict::Confirmed) {
+    let verdict = if decided.iter().any(|d| d.verdict == Verdict::Confirmed) || !observations.is_empty() {
         Verdict::Confirmed
     } else if not_checked.is_empty() {
         Verdict::Refuted
@@ -89,6 +99,7 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
     Some(ReplaySummary {
         verdict,
         decided,
+        observations,
         not_checked,
         needs: needs.into_iter().collect(),
         backend,
@@ -130,6 +141,23 @@ pub fn lines(summary: &ReplaySummary) -> Vec<String> {
         .iter()
         .map(|d| format!("{}: {} — {}", word(d.verdict), d.summary, d.cause))
         .collect();
+    // After the confirmed causes, before the refuted ones.
+    let at = summary
+        .decided
+        .iter()
+        .take_while(|d| d.verdict == Verdict::Confirmed)
+        .count();
+    for (i, o) in summary.observations.iter().enumerate() {
+        let consistent = if o.causes.len() == 1 {
+            format!("consistent with it, not confirmed: {}", o.causes.join(""))
+        } else {
+            format!(
+                "consistent with it, the data does not tell them apart: {}",
+                o.causes.join("; ")
+            )
+        };
+        lines.insert(at + i, format!("confirmed: {} — {consistent}", o.summary));
+    }
     if !summary.not_checked.is_empty() {
         let needs = if summary.needs.is_empty() {
             String::new()
@@ -152,6 +180,7 @@ pub fn word(verdict: Verdict) -> &'static str {
         Verdict::Confirmed => "confirmed",
         Verdict::Refuted => "refuted",
         Verdict::Inconclusive => "inconclusive",
+        Verdict::Consistent => "consistent",
     }
 }
 
@@ -239,6 +268,30 @@ mod tests {
         assert_eq!(
             text,
             "not checked (2): Token ids; BCE inputs; they need role.input, role.input_ids\nverdict for the diagnosis: inconclusive"
+        );
+    }
+
+    #[test]
+    fn a_confirmation_causes_share_is_one_observation_and_confirms_none_of_them() {
+        let seen = "labels[5] = 50257 >= vocab_size = 50257 (3 of 64 values out of range)";
+        let s = summarize(&diagnosis(vec![
+            cause("Head narrower than the labels", Verdict::Consistent, seen),
+            cause("Labels numbered from 1", Verdict::Consistent, seen),
+            cause("Wrong padding", Verdict::Refuted, "no -1 in labels"),
+        ]))
+        .unwrap_or_else(|| panic!("no summary"));
+        assert_eq!(s.verdict, Verdict::Confirmed);
+        assert_eq!(s.decided.len(), 1);
+        assert_eq!(s.observations.len(), 1);
+        assert_eq!(
+            lines(&s),
+            vec![
+                format!(
+                    "confirmed: {seen} — consistent with it, the data does not tell them apart: Head narrower than the labels; Labels numbered from 1"
+                ),
+                "refuted: no -1 in labels — Wrong padding".to_owned(),
+                "verdict for the diagnosis: confirmed".to_owned(),
+            ]
         );
     }
 

@@ -218,6 +218,11 @@ fn replay_problems(rule: &Rule) -> Vec<String> {
                 "cause[{i}].replay: check {name} has no parameter {param:?}"
             ));
         }
+        if let Some(shows) = params.get(crate::replay::shows::PARAM)
+            && let Err(e) = shows.source().parse::<crate::replay::shows::Shows>()
+        {
+            out.push(format!("cause[{i}].replay: {e}"));
+        }
     }
     out
 }

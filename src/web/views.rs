@@ -311,6 +311,7 @@ pub fn verdict_word(verdict: crate::model::Verdict) -> &'static str {
         crate::model::Verdict::Confirmed => "confirmed",
         crate::model::Verdict::Refuted => "refuted",
         crate::model::Verdict::Inconclusive => "inconclusive",
+        crate::model::Verdict::Consistent => "consistent",
     }
 }
 

@@ -198,6 +198,12 @@ pub const CHECKS: &[CheckInfo] = &[
                 default: "none (a rule fills it from the traceback: `{loss|} {head|}`)",
                 help: "the model frames of the log's traceback: a language model's head (lm_head, lm_logits, ForCausalLMLoss) says the classes are the vocabulary (vocab_size bounds the labels)",
             },
+            ParamInfo {
+                name: "shows",
+                aliases: &[],
+                default: "none (a confirmation other causes of the finding share leaves this one consistent with the data, not confirmed)",
+                help: "what the offending values must show for this cause alone to be confirmed: `padding:-1,pad_token_id` (every offender is one of these marks, integers or metadata keys) or `one_based` (the labels run 1..=num_classes, each occurring); read by the replay of a diagnosis, not by the check",
+            },
         ],
         per_tensor: &[],
         refutes_finding: true,
