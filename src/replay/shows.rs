@@ -8,9 +8,11 @@
 //! - `padding:-1,pad_token_id`: every offending value is one of these negative marks (integers,
 //!   or metadata keys read as `KEY` or `model.KEY`), the marks a padding or unlabelled target
 //!   carries. A mark at or past the class count (a [PAD] id past the vocabulary) counts for
-//!   nothing: a head narrower than the label set gives that value too;
-//! - `one_based`: every label besides the ignore value lies in `1..=C` and each of `1..=C` occurs
-//!   (the classes numbered from 1), for `C` up to [`MAX_ONE_BASED_CLASSES`].
+//!   nothing: a head narrower than the label set gives that value too.
+//!
+//! Classes numbered from 1 have no condition: labels that run `1..=C` are also what labels padded
+//! with `C` give in a batch that happens to hold no class 0, so one batch cannot show that cause
+//! alone, and it stays consistent with the data.
 //!
 //! Only a `target_bounds` confirmation is judged: its offending values are those of one tensor
 //! against one bound (`num_classes` and `ignore_index` as the check used them).
@@ -20,16 +22,11 @@ use super::{Backend, CheckResult, ReplayError, Scan, Snapshot, TensorRef};
 /// The name of the parameter in a rule's `replay` part.
 pub const PARAM: &str = "shows";
 
-/// The largest class count whose every class `one_based` counts (one scan per class).
-pub const MAX_ONE_BASED_CLASSES: i64 = 256;
-
 /// The condition under which the offending values show one cause alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Shows {
     /// Every offending value is one of these marks, each negative.
     Padding(Vec<Mark>),
-    /// The labels run `1..=C`: none is 0 and each of `1..=C` occurs.
-    OneBased,
 }
 
 /// A padding mark: a value, or the metadata key that records it.
@@ -43,9 +40,7 @@ pub enum Mark {
 
 /// A `shows` text that names no condition.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "shows = {text:?}: expected `one_based` or `padding:` with a comma-separated list of integers or metadata keys"
-)]
+#[error("shows = {text:?}: expected `padding:` with a comma-separated list of integers or metadata keys")]
 pub struct BadShows {
     /// The text as given.
     pub text: String,
@@ -59,9 +54,6 @@ impl std::str::FromStr for Shows {
             text: text.to_owned(),
         };
         let text = text.trim();
-        if text == "one_based" {
-            return Ok(Shows::OneBased);
-        }
         let list = text.strip_prefix("padding:").ok_or_else(bad)?;
         let marks: Vec<Mark> = list
             .split(',')
@@ -101,7 +93,6 @@ impl Shows {
         };
         match self {
             Shows::Padding(marks) => labels.padding(marks, snapshot, backend),
-            Shows::OneBased => labels.one_based(backend),
         }
     }
 }
@@ -199,32 +190,6 @@ impl<'a> Judged<'a> {
             )
         }))
     }
-
-    fn one_based(&self, backend: &dyn Backend) -> Result<Option<String>, ReplayError> {
-        let c = self.classes;
-        if !(1..=MAX_ONE_BASED_CLASSES).contains(&c) {
-            return Ok(None);
-        }
-        let within = backend.scan(
-            self.tensor,
-            Scan::IntRange {
-                lo: 1,
-                hi: c + 1,
-                skip: Some(self.ignore),
-            },
-        )?;
-        if within.offending > 0 {
-            return Ok(None);
-        }
-        for class in 1..=c {
-            if self.count(class, backend)? == 0 {
-                return Ok(None);
-            }
-        }
-        Ok(Some(format!(
-            "every label lies in 1..={c} and each of 1..={c} occurs: the classes are numbered from 1"
-        )))
-    }
 }
 
 #[cfg(test)]
@@ -232,8 +197,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_shows_text_names_padding_marks_or_one_based_and_nothing_else() {
-        assert_eq!("one_based".parse::<Shows>(), Ok(Shows::OneBased));
+    fn a_shows_text_names_padding_marks_and_nothing_else() {
         assert_eq!(
             "padding:-1, pad_token_id".parse::<Shows>(),
             Ok(Shows::Padding(vec![
@@ -244,5 +208,9 @@ mod tests {
         assert!("padding:".parse::<Shows>().is_err());
         assert!("padding:-1,pad id".parse::<Shows>().is_err());
         assert!("zero_based".parse::<Shows>().is_err());
+        assert!(
+            "one_based".parse::<Shows>().is_err(),
+            "one batch cannot tell 1-based labels from labels padded with C"
+        );
     }
 }

@@ -202,7 +202,7 @@ pub const CHECKS: &[CheckInfo] = &[
                 name: "shows",
                 aliases: &[],
                 default: "none (a confirmation other causes of the finding share leaves this one consistent with the data, not confirmed)",
-                help: "what the offending values must show for this cause alone to be confirmed: `padding:-1,pad_token_id` (every offender is one of these marks, integers or metadata keys) or `one_based` (the labels run 1..=num_classes, each occurring); read by the replay of a diagnosis, not by the check",
+                help: "what the offending values must show for this cause alone to be confirmed: `padding:-1,pad_token_id` (every offender is one of these marks, integers or metadata keys); read by the replay of a diagnosis, not by the check",
             },
         ],
         per_tensor: &[],
