@@ -219,7 +219,10 @@ fn problems(want: &Expected, d: &BundleDiagnosis) -> Vec<String> {
                     if !k.seq.is_some_and(|s| seqs.contains(&s)) {
                         out.push(format!("collective SeqNum {:?}, expected one of {seqs:?}", k.seq));
                     }
-                    let pg_ok = k.pg == c.process_group || (c.process_group == "default_pg" && k.pg == "0");
+                    // A line that names no group leaves it unknown: left out, not wrong.
+                    let pg_ok = k.pg == c.process_group
+                        || (c.process_group == "default_pg" && k.pg == "0")
+                        || k.pg == faultline::bundle::UNKNOWN_PG;
                     if !pg_ok {
                         out.push(format!("process group {}, expected {}", k.pg, c.process_group));
                     }
@@ -419,5 +422,37 @@ fn on_a_two_node_job_a_worker_folder_is_never_taken_for_its_global_rank() {
             "{}: every worker folder was read as its local rank",
             dir.display()
         );
+    }
+}
+
+#[test]
+fn a_worker_killed_by_a_signal_with_only_its_local_rank_known_is_named_by_its_local_rank() {
+    let dir = fixtures_dir().join("public-colossalai-3514");
+    let d = diagnose_job(&dir);
+    let fault = d
+        .first_fault
+        .as_ref()
+        .unwrap_or_else(|| panic!("no first fault: {:?}", d.missing));
+    assert_eq!(
+        (fault.kind, fault.rank, fault.local_rank),
+        (FaultKind::RankFailure, None, Some(3))
+    );
+    assert!(
+        d.missing
+            .iter()
+            .any(|m| m.contains("global rank of local rank 3")),
+        "{:?}",
+        d.missing
+    );
+}
+
+#[test]
+fn under_detail_the_debug_wrappers_helper_group_is_never_shown_as_the_stalled_collective() {
+    let dir = fixtures_dir().join("sleep-past-timeout-detail-torch2.15.0-gloo-n4");
+    let d = diagnose_job(&dir);
+    let shown = d.first_fault.as_ref().and_then(|f| f.collective.as_ref());
+    assert!(shown.is_none_or(|c| c.pg == "0"), "{shown:?}");
+    for g in d.collectives.iter().filter(|g| g.pg == "1") {
+        assert!(g.stalled.is_none() && g.never_entered.is_empty(), "{g:?}");
     }
 }

@@ -41,6 +41,7 @@ impl Clock {
 /// Builds the diagnosis.
 pub fn finish(mut state: State) -> BundleDiagnosis {
     state.resolve_slots();
+    state.settle_unknown_groups();
     state.promote_fatal_exits();
     fill_hosts(&mut state);
     enrich_gpus(&mut state);
@@ -264,6 +265,14 @@ fn collectives(state: &State) -> Vec<GroupStall> {
             .filter_map(|(seq, made)| desync_at(*seq, made))
             .take(1)
             .collect();
+        // A group the dumps' own configuration does not list is internal (the debug wrapper's
+        // helper group under TORCH_DISTRIBUTED_DEBUG=DETAIL): its checks are not the training's
+        // collectives, so no stall and no rank left out is claimed from it.
+        let (stalled_seq, never_entered) = if internal_group(state, &pg) {
+            (None, Vec::new())
+        } else {
+            (stalled_seq, never_entered)
+        };
         out.push(GroupStall {
             stalled: stalled_seq.map(|seq| CollectiveRef {
                 pg: pg.clone(),
@@ -278,6 +287,18 @@ fn collectives(state: &State) -> Vec<GroupStall> {
     }
     add_logged_mismatches(state, &mut out);
     out
+}
+
+/// Whether every dump that holds `pg` lists other groups in its configuration but not this one.
+fn internal_group(state: &State, pg: &str) -> bool {
+    let mut dumps = state
+        .ranks
+        .values()
+        .filter_map(|r| r.dump.as_ref())
+        .filter_map(|d| d.groups.get(pg).map(|g| (d, g)))
+        .peekable();
+    dumps.peek().is_some()
+        && dumps.all(|(d, g)| g.ranks.is_empty() && d.groups.values().any(|other| !other.ranks.is_empty()))
 }
 
 /// The call most ranks made.
@@ -655,9 +676,10 @@ fn own_fault(
         .finding
         .as_ref()
         .map_or_else(|| own.place.text.clone(), |f| f.title.clone());
-    let mut summary = match rank {
-        Some(k) => format!("rank {k}"),
-        None => format!("{} (rank unknown)", own.place.file),
+    let mut summary = match (rank, own.local_rank) {
+        (Some(k), _) => format!("rank {k}"),
+        (None, Some(local)) => format!("local rank {local} (global rank unknown, {})", own.place.file),
+        (None, None) => format!("{} (rank unknown)", own.place.file),
     };
     if let Some(h) = &host {
         summary.push_str(&format!(" on {h}"));
@@ -674,7 +696,7 @@ fn own_fault(
         summary,
         rank,
         host,
-        local_rank: r.and_then(|r| r.local_rank),
+        local_rank: r.and_then(|r| r.local_rank).or(own.local_rank),
         gpu,
         collective,
         cause: own.finding.clone(),
@@ -969,8 +991,12 @@ fn missing(state: &State, coverage: &Coverage, fault: Option<&FirstFault>) -> Ve
     }
     match fault {
         None => out.push(
-            "a failure of some rank's own: no file shows one (every rank only waited, or the logs stop before the failure); the logs of every rank from the start, dmesg of every host".to_owned(),
+            "which rank failed first: no file shows a failure of a rank's own, only ranks that waited or were stopped (the failing rank's output may be missing, cut, or it hung or was killed without a word); the logs of every rank from the start, torchrun's error files, dmesg of every host".to_owned(),
         ),
+        Some(f) if f.kind == FaultKind::RankFailure && f.rank.is_none() => out.push(format!(
+            "the global rank of {}: a `[rankN]:` prefix in its output, or torchrun's failure summary (Root Cause, rank : N)",
+            f.local_rank.map_or_else(|| "the failing process".to_owned(), |l| format!("local rank {l}"))
+        )),
         Some(f) if f.kind == FaultKind::RankFailure && f.xid.is_none() => {
             let cuda = f.cause.as_ref().is_some_and(|c| c.class.starts_with("cuda.") || c.class.starts_with("nccl."));
             let has_kernel = state.files.iter().any(|file| file.kind == crate::model::FileKind::KernelLog);

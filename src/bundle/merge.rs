@@ -20,6 +20,9 @@ use crate::model::{
 };
 use crate::rules::RuleSet;
 
+/// The process group of a collective whose line names none and whose group no other line settles.
+pub const UNKNOWN_PG: &str = "unknown";
+
 /// Cascade events kept per rank.
 const MAX_CASCADE_EVENTS: usize = 8;
 
@@ -67,6 +70,8 @@ pub struct OwnFault {
     pub finding: Option<Finding>,
     /// Evidence lines.
     pub evidence: Vec<EvidenceLine>,
+    /// The local rank, for a failure whose global rank is not known (a launcher's exit line).
+    pub local_rank: Option<u32>,
 }
 
 /// What a cascade event is.
@@ -266,6 +271,9 @@ pub struct State {
     pub slot_ranks: BTreeMap<Slot, u32>,
     /// torchrun's summary rows.
     pub summary_rows: Vec<SummaryRow>,
+    /// Workers an agent saw exit, by local rank (`failed (exitcode: -9) local_rank: 3`), whose
+    /// global rank the line does not say.
+    pub agent_exits: Vec<(u32, Exit)>,
     /// Problems with the bundle.
     pub warnings: Vec<Warning>,
 }
@@ -307,6 +315,7 @@ impl State {
             slots: BTreeMap::new(),
             slot_ranks: BTreeMap::new(),
             summary_rows: Vec::new(),
+            agent_exits: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -430,6 +439,52 @@ impl State {
         }
     }
 
+    /// A rank's collective in an unknown group that a line naming its group shows at the same
+    /// sequence number (read before that line) moves to that group.
+    pub fn settle_unknown_groups(&mut self) {
+        for state in self.ranks.values_mut() {
+            let Some(unknown) = state.groups.get(UNKNOWN_PG) else {
+                continue;
+            };
+            let seqs: BTreeSet<u64> = unknown
+                .timed_out
+                .into_iter()
+                .chain(unknown.calls.keys().copied())
+                .collect();
+            let named: Vec<String> = state
+                .groups
+                .iter()
+                .filter(|(pg, g)| {
+                    pg.as_str() != UNKNOWN_PG
+                        && g.timed_out
+                            .into_iter()
+                            .chain(g.calls.keys().copied())
+                            .any(|s| seqs.contains(&s))
+                })
+                .map(|(pg, _)| pg.clone())
+                .collect();
+            let [pg] = named.as_slice() else { continue };
+            let Some(unknown) = state.groups.remove(UNKNOWN_PG) else {
+                continue;
+            };
+            let group = state.groups.entry(pg.clone()).or_default();
+            group.timed_out = match (group.timed_out, unknown.timed_out) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            group.enqueued = group.enqueued.max(unknown.enqueued);
+            group.completed = group.completed.max(unknown.completed);
+            for (seq, call) in unknown.calls {
+                group.calls.entry(seq).or_insert(call);
+            }
+            for c in &mut state.cascades {
+                if let Some(k) = c.collective.as_mut().filter(|k| k.pg == UNKNOWN_PG) {
+                    k.pg.clone_from(pg);
+                }
+            }
+        }
+    }
+
     /// The job's world size, when a file says it (a printed world size, a dump's default group).
     pub fn known_world_size(&self) -> Option<u32> {
         let printed = self.world.iter().map(|(n, _)| *n).max();
@@ -446,6 +501,7 @@ impl State {
     /// A rank killed by a signal of its own (a crash, the OOM killer), with no failure and no
     /// cascade in its output, failed by itself: the signal is its failure.
     pub fn promote_fatal_exits(&mut self) {
+        self.place_agent_exits();
         for (rank, state) in &mut self.ranks {
             let Some(exit) = &state.exit else { continue };
             let Some(signal) = exit.signal.as_deref().filter(|s| FATAL_SIGNALS.contains(s)) else {
@@ -455,6 +511,7 @@ impl State {
                 continue;
             }
             state.own = Some(OwnFault {
+                local_rank: None,
                 class: signal.to_owned(),
                 place: exit.place.clone(),
                 finding: None,
@@ -465,6 +522,47 @@ impl State {
                     repeats: None,
                 }],
             });
+        }
+    }
+
+    /// An agent's exit line names a local rank only: it is the exit of the one rank known with that
+    /// local rank on the agent's host; with none known, a worker killed by a fatal signal is a
+    /// failure of a rank whose global rank is unknown (kept with its local rank); with several,
+    /// nothing is guessed.
+    fn place_agent_exits(&mut self) {
+        for (local, exit) in std::mem::take(&mut self.agent_exits) {
+            let host = exit.place.host.clone();
+            let same: Vec<u32> = self
+                .ranks
+                .iter()
+                .filter(|(_, r)| {
+                    r.local_rank == Some(local) && (host.is_none() || r.host.is_none() || r.host == host)
+                })
+                .map(|(k, _)| *k)
+                .collect();
+            match same.as_slice() {
+                [rank] => {
+                    self.rank(*rank).exit.get_or_insert(exit);
+                }
+                [] => {
+                    let Some(signal) = exit.signal.as_deref().filter(|s| FATAL_SIGNALS.contains(s)) else {
+                        continue;
+                    };
+                    self.unranked.push(OwnFault {
+                        class: signal.to_owned(),
+                        evidence: vec![EvidenceLine {
+                            line: exit.place.line,
+                            text: exit.place.text.clone(),
+                            rank: None,
+                            repeats: None,
+                        }],
+                        place: exit.place,
+                        finding: None,
+                        local_rank: Some(local),
+                    });
+                }
+                _ => {}
+            }
         }
     }
 
@@ -587,6 +685,7 @@ impl State {
                 let class = error.message.split(':').next().unwrap_or("").trim();
                 let class = class.rsplit('.').next().unwrap_or(class);
                 (!class.is_empty() && !LAUNCHER_EXCEPTIONS.contains(&class)).then(|| OwnFault {
+                    local_rank: None,
                     class: class.to_owned(),
                     place: place.clone(),
                     finding: None,
@@ -746,6 +845,7 @@ impl State {
             }
             let place = self.place_at(name, &facts, rank, first.line, &first.text);
             let own = OwnFault {
+                local_rank: None,
                 class: finding.class.clone(),
                 place,
                 finding: Some(finding.clone()),
@@ -777,6 +877,7 @@ impl State {
             let text = clip_text(&exception.line_text());
             let place = self.place_at(name, &facts, rank, exception.line, &text);
             let own = OwnFault {
+                local_rank: None,
                 class: short.to_owned(),
                 place,
                 finding: None,
@@ -951,11 +1052,21 @@ impl State {
                 }
                 Signal::Exit {
                     ranks,
+                    local_rank,
                     host: exit_host,
                     code,
                     signal,
-                    ..
                 } => {
+                    if let (true, Some(local)) = (ranks.is_empty(), local_rank) {
+                        self.agent_exits.push((
+                            *local,
+                            Exit {
+                                code: *code,
+                                signal: signal.clone(),
+                                place: place(),
+                            },
+                        ));
+                    }
                     for r in ranks {
                         let state = self.rank(*r);
                         if state.host.is_none() {
@@ -1017,7 +1128,8 @@ impl State {
     }
 
     /// The process group of a line that names none: the group of another line of the same rank
-    /// about the same sequence number, else its only group, else `0`.
+    /// about the same sequence number, else `unknown` (a rank's only group seen so far is not
+    /// certain: a later line may name another; [`State::settle_unknown_groups`] looks again).
     fn guess_pg(&self, rank: u32, seq: Option<u64>) -> String {
         let groups = self.ranks.get(&rank).map(|s| &s.groups);
         let by_seq = groups.and_then(|g| {
@@ -1027,13 +1139,7 @@ impl State {
                 })
                 .map(|(pg, _)| pg.clone())
         });
-        by_seq
-            .or_else(|| {
-                groups
-                    .filter(|g| g.len() == 1)
-                    .and_then(|g| g.keys().next().cloned())
-            })
-            .unwrap_or_else(|| "0".to_owned())
+        by_seq.unwrap_or_else(|| UNKNOWN_PG.to_owned())
     }
 
     /// torchrun's summary rows, each tied to the worker folder of its error file when it names one.
@@ -1151,7 +1257,7 @@ fn cascade_of_text(text: &str, place: Place) -> Option<CascadeEvent> {
             Signal::Timeout { pg, seq, call } => (
                 CascadeKind::Timeout,
                 Some(CollectiveRef {
-                    pg: pg.unwrap_or_else(|| "0".to_owned()),
+                    pg: pg.unwrap_or_else(|| UNKNOWN_PG.to_owned()),
                     seq,
                     op: call.op,
                 }),
@@ -1190,6 +1296,7 @@ fn own_fault_of(rules: &RuleSet, analysis: &Analysis, rank: Option<u32>, place: 
         e.rank = e.rank.or(rank);
     }
     Some(OwnFault {
+        local_rank: None,
         class: finding.class.clone(),
         place,
         finding: Some(finding.clone()),

@@ -24,6 +24,7 @@ pub use archive::{ArchiveError, ArchiveKind, ArchiveLimits, archive_kind, read_a
 pub use detect::{
     HEAD_BYTES, Slot, detect, dump_rank_from_name, host_from_name, rank_from_name, torchrun_slot,
 };
+pub use merge::UNKNOWN_PG;
 
 use std::io::{self, Read};
 
