@@ -76,11 +76,31 @@ fn a_rank_that_never_entered_the_collective_is_named_from_the_others_timeouts() 
         "[rank3]: step 11 done\n[rank3]: loading next shard\n".to_owned(),
     ));
     let named: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    // Inferred from absence, with no world size: a rank with no file may have stayed out instead.
     let d = diagnose(&named);
     let f = first(&d);
     assert_eq!((f.kind, f.rank), (FaultKind::NeverEntered, Some(3)));
-    assert_eq!(f.confidence, Confidence::Medium);
+    assert_eq!(f.confidence, Confidence::Low);
     assert_eq!(f.collective.as_ref().and_then(|c| c.seq), Some(12));
+    assert!(
+        d.missing.iter().any(|m| m.contains("world size")),
+        "{:?}",
+        d.missing
+    );
+    // Every rank of a printed world size has a log: medium, never high (no line names it).
+    let mut with_world = named.clone();
+    with_world[3].1.push_str("[rank3]: WORLD_SIZE=4\n");
+    let f = first(&diagnose(&with_world)).clone();
+    assert_eq!((f.rank, f.confidence), (Some(3), Confidence::Medium));
+    // With a fifth rank in the world and no file of it, the silent rank is not named.
+    let mut with_gap = named;
+    with_gap[3].1.push_str("[rank3]: WORLD_SIZE=5\n");
+    let d = diagnose(&with_gap);
+    assert!(
+        d.first_fault.as_ref().is_none_or(|f| f.rank.is_none()),
+        "{:?}",
+        d.first_fault
+    );
 }
 
 #[test]
@@ -219,10 +239,11 @@ fn a_torchrun_error_file_gives_its_ranks_exception_and_time() {
     let error = r#"{"message": {"message": "IndexError: index 7 is out of bounds for dimension 0 with size 4", "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File \"job.py\", line 11, in main\nIndexError: index 7 is out of bounds for dimension 0 with size 4\n", "timestamp": "1795757937"}}}"#;
     let barrier = "[rank0]: RuntimeError: [Rank 0]: Ranks 2 failed to pass monitoredBarrier in 10000 ms\n";
     let summary = "Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-27_05:51:51\n  host      : node-b\n  rank      : 6 (local_rank: 2)\n  exitcode  : 1 (pid: 29701)\n  error_file: /tmp/logs/run_x1/attempt_0/2/error.json\n  traceback : Traceback (most recent call last):\n  IndexError: index 7 is out of bounds for dimension 0 with size 4\n============================================================\n";
-    // The folder names a local rank: alone, it does not say the global one.
+    // The folder names a local rank: alone, it does not say the global one (rank 0's log is
+    // not a folder of the same agent, so it says nothing of the agent's ranks).
     let d = diagnose(&[
         ("run_x1/attempt_0/2/error.json", error.to_owned()),
-        ("run_x1/attempt_0/0/stderr.log", barrier.to_owned()),
+        ("rank0.log", barrier.to_owned()),
     ]);
     let f = first(&d);
     assert_eq!((f.rank, f.kind), (None, FaultKind::RankFailure));
@@ -278,4 +299,43 @@ proptest! {
         let d = analyze_files(&rules, catalog, &borrowed);
         prop_assert!(serde_json::to_string(&d).is_ok());
     }
+}
+
+#[test]
+fn an_agents_silent_worker_folder_takes_its_rank_from_its_other_folders_only_when_they_agree() {
+    let waited = |rank: u32| {
+        format!(
+            "[rank{rank}]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 18000ms for recv operation to complete\n"
+        )
+    };
+    // Local ranks 0 and 1 are global ranks 4 and 5: the agent's base is 4, so local rank 2 is 6.
+    let agreeing = diagnose(&[
+        ("node-b/run_a/attempt_0/0/stderr.log", waited(4)),
+        ("node-b/run_a/attempt_0/1/stderr.log", waited(5)),
+        (
+            "node-b/run_a/attempt_0/2/stdout.log",
+            "loading shard 3\n".to_owned(),
+        ),
+    ]);
+    let silent = agreeing
+        .files
+        .iter()
+        .find(|f| f.name.ends_with("2/stdout.log"))
+        .unwrap_or_else(|| panic!("{:?}", agreeing.files));
+    assert_eq!(silent.ranks, vec![6]);
+    // Folders that give two bases (4 and 9) prove no layout: the silent folder's rank stays unknown.
+    let disagreeing = diagnose(&[
+        ("node-b/run_a/attempt_0/0/stderr.log", waited(4)),
+        ("node-b/run_a/attempt_0/1/stderr.log", waited(10)),
+        (
+            "node-b/run_a/attempt_0/2/stdout.log",
+            "loading shard 3\n".to_owned(),
+        ),
+    ]);
+    let silent = disagreeing
+        .files
+        .iter()
+        .find(|f| f.name.ends_with("2/stdout.log"))
+        .unwrap_or_else(|| panic!("{:?}", disagreeing.files));
+    assert!(silent.ranks.is_empty(), "{:?}", silent.ranks);
 }

@@ -363,8 +363,14 @@ fn every_distributed_job_is_diagnosed_as_its_expected_toml_says() {
     );
 }
 
+/// A root a line names (its own failure, a monitored barrier, a sequence number it stopped
+/// before, a desync) is named at high confidence. A straggler inferred from absence (the one
+/// rank whose log is silent while the others timed out) is never high: medium when every rank
+/// of a known world size has a log, low when the world size is unknown, and then the diagnosis
+/// says what is missing.
 #[test]
-fn a_generated_jobs_root_rank_when_named_is_named_at_high_confidence() {
+fn a_generated_jobs_root_rank_is_high_when_a_line_names_it_and_lower_when_inferred_from_absence() {
+    use faultline::model::Confidence;
     for dir in jobs() {
         if expected_of(&dir).job.origin != "generated" {
             continue;
@@ -373,14 +379,65 @@ fn a_generated_jobs_root_rank_when_named_is_named_at_high_confidence() {
         let Some(f) = d.first_fault.as_ref().filter(|f| f.rank.is_some()) else {
             continue;
         };
-        assert_eq!(
-            f.confidence,
-            faultline::model::Confidence::High,
-            "{}: {:?}",
-            dir.display(),
-            f.reasons
+        let inferred = f.kind == FaultKind::NeverEntered && f.confidence != Confidence::High;
+        if !inferred {
+            assert_eq!(
+                f.confidence,
+                Confidence::High,
+                "{}: {:?}",
+                dir.display(),
+                f.reasons
+            );
+            continue;
+        }
+        let whole_world_logged = d.coverage.world_size.is_some() && d.coverage.without_log.is_empty();
+        let want = if whole_world_logged {
+            Confidence::Medium
+        } else {
+            Confidence::Low
+        };
+        assert_eq!(f.confidence, want, "{}: {:?}", dir.display(), f.reasons);
+        assert!(
+            !d.missing.is_empty(),
+            "{}: an inferred straggler says nothing missing",
+            dir.display()
         );
+        if d.coverage.world_size.is_none() {
+            assert!(
+                d.missing.iter().any(|m| m.contains("world size")),
+                "{}: {:?}",
+                dir.display(),
+                d.missing
+            );
+        }
     }
+}
+
+/// torchrun gives one agent's workers consecutive global ranks: a worker folder with no line of
+/// its own naming its rank (a straggler prints nothing) takes it from its agent's other folders.
+#[test]
+fn a_silent_worker_folder_takes_its_global_rank_from_its_agents_other_folders() {
+    let dir = fixtures_dir().join("sleep-past-timeout-2nodes-torch2.4.1-gloo-n12");
+    let d = diagnose_job(&dir);
+    let straggler = d
+        .files
+        .iter()
+        .find(|f| {
+            f.name.starts_with("host-b/")
+                && faultline::bundle::torchrun_slot(&f.name).is_some_and(|s| s.local_rank == 3)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no file of host-b's local rank 3: {:?}",
+                d.files.iter().map(|f| &f.name).collect::<Vec<_>>()
+            )
+        });
+    assert_eq!(straggler.ranks, vec![9]);
+    assert!(
+        d.warnings.iter().all(|w| w.code != "global_rank_unknown"),
+        "{:?}",
+        d.warnings
+    );
 }
 
 #[test]

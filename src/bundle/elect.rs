@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::merge::UNKNOWN_PG;
 use super::merge::{CascadeEvent, CascadeKind, OwnFault, Place, RankState, State};
 use super::stamp::FALLBACK_YEAR;
 use crate::model::{
@@ -339,22 +340,24 @@ fn desync_at(seq: u64, made: &[(u32, CollectiveCall)]) -> Option<Desync> {
     Some(Desync { seq, calls: groups })
 }
 
-/// `TORCH_DISTRIBUTED_DEBUG=DETAIL`'s mismatch lines, as desyncs of the default group.
+/// `TORCH_DISTRIBUTED_DEBUG=DETAIL`'s mismatch lines, as desyncs of the group the line names, or
+/// of group [`UNKNOWN_PG`] when it names none (DETAIL's fingerprint line never does: it checks
+/// every group alike).
 fn add_logged_mismatches(state: &State, out: &mut Vec<GroupStall>) {
-    let mut by_seq: BTreeMap<u64, Vec<(u32, CollectiveCall)>> = BTreeMap::new();
+    let mut by_seq: BTreeMap<(String, u64), Vec<(u32, CollectiveCall)>> = BTreeMap::new();
     for m in &state.mismatches {
+        let pg = m.pg.clone().unwrap_or_else(|| UNKNOWN_PG.to_owned());
         for (rank, seq, call) in &m.calls {
-            let made = by_seq.entry(seq.unwrap_or(0)).or_default();
+            let made = by_seq.entry((pg.clone(), seq.unwrap_or(0))).or_default();
             if !made.iter().any(|(r, _)| r == rank) {
                 made.push((*rank, call.clone()));
             }
         }
     }
-    for (seq, made) in by_seq {
+    for ((pg, seq), made) in by_seq {
         let Some(desync) = desync_at(seq, &made) else {
             continue;
         };
-        let pg = "0".to_owned();
         match out.iter_mut().find(|g| g.pg == pg) {
             Some(g) if !g.desync.iter().any(|d| d.seq == seq) => g.desync.push(desync),
             Some(_) => {}
@@ -820,23 +823,7 @@ fn elect_without_faults(state: &State, clock: &Clock, collectives: &[GroupStall]
         .iter()
         .flat_map(|g| g.never_entered.iter().copied())
         .collect();
-    let timed_out: BTreeSet<u32> = state
-        .ranks
-        .iter()
-        .filter(|(_, r)| r.cascades.iter().any(|c| c.kind == CascadeKind::Timeout))
-        .map(|(k, _)| *k)
-        .collect();
-    let silent: BTreeSet<u32> = state
-        .ranks
-        .iter()
-        .filter(|(k, r)| {
-            r.has_log
-                && !timed_out.contains(k)
-                && r.own.is_none()
-                && r.cascades.iter().all(|c| c.kind != CascadeKind::Timeout)
-        })
-        .map(|(k, _)| *k)
-        .collect();
+    let mut also_missing = None;
     let (suspects, confidence, reason): (BTreeSet<u32>, Confidence, String) = if !blamed.is_empty() {
         (
             blamed.clone(),
@@ -849,15 +836,9 @@ fn elect_without_faults(state: &State, clock: &Clock, collectives: &[GroupStall]
             Confidence::High,
             "their last enqueued collective is before the one the others waited in".to_owned(),
         )
-    } else if !timed_out.is_empty() && !silent.is_empty() && silent.len() < timed_out.len() {
-        (
-            silent,
-            Confidence::Medium,
-            format!(
-                "their logs show no failure and no timeout while {} ranks timed out: they were most likely not in the collective (hung or slow before it)",
-                timed_out.len()
-            ),
-        )
+    } else if let Some(lone) = lone_silent_rank(state) {
+        also_missing = lone.missing;
+        (BTreeSet::from([lone.rank]), lone.confidence, lone.reason)
     } else {
         return None;
     };
@@ -914,11 +895,74 @@ fn elect_without_faults(state: &State, clock: &Clock, collectives: &[GroupStall]
             reasons: vec![reason],
             evidence,
         },
-        missing: vec![format!(
+        missing: [format!(
             "what rank {} was doing: its Python stacks at the hang (py-spy dump --pid PID), or a flight-recorder dump (TORCH_FR_BUFFER_SIZE=2000, TORCH_FR_DUMP_ON_TIMEOUT=1)",
             rank.map_or_else(|| "?".to_owned(), |k| k.to_string())
-        )],
+        )]
+        .into_iter()
+        .chain(also_missing)
+        .collect(),
     })
+}
+
+/// A straggler inferred from absence: the one rank whose log shows nothing while the others
+/// waited.
+struct LoneSilent {
+    rank: u32,
+    confidence: Confidence,
+    reason: String,
+    missing: Option<String>,
+}
+
+/// The straggler no line names: exactly one rank has a log with no failure and no cascade of
+/// its own, while every other rank with a log waited (a timeout, a lost peer) and at least one
+/// timed out. Inferred from absence, it is never high: medium when the job's world size is
+/// known and every rank has a log (no rank without files can be the one instead), low when the
+/// world size is unknown (a rank of a node whose files are not here may be), and no answer when
+/// ranks of a known world have no log. High needs a line that names the rank: a monitored
+/// barrier, or a sequence number it stopped before (the branches above).
+fn lone_silent_rank(state: &State) -> Option<LoneSilent> {
+    let with_log: BTreeMap<u32, &RankState> = state
+        .ranks
+        .iter()
+        .filter(|(_, r)| r.has_log)
+        .map(|(k, r)| (*k, r))
+        .collect();
+    let silent: Vec<u32> = with_log
+        .iter()
+        .filter(|(_, r)| r.own.is_none() && r.cascades.is_empty())
+        .map(|(k, _)| *k)
+        .collect();
+    let timed_out = with_log
+        .values()
+        .filter(|r| r.cascades.iter().any(|c| c.kind == CascadeKind::Timeout))
+        .count();
+    let [rank] = silent.as_slice() else {
+        return None;
+    };
+    let others_waited = with_log.iter().all(|(k, r)| k == rank || !r.cascades.is_empty());
+    if timed_out == 0 || !others_waited {
+        return None;
+    }
+    let reason = format!(
+        "its log shows no failure and no timeout while the {} other ranks waited ({timed_out} timed out): it was most likely not in the collective (hung or slow before it); no line names it",
+        with_log.len() - 1
+    );
+    match state.known_world_size() {
+        Some(world) if (0..world).all(|k| with_log.contains_key(&k)) => Some(LoneSilent {
+            rank: *rank,
+            confidence: Confidence::Medium,
+            reason: format!("{reason}; every one of the job's {world} ranks has a log"),
+            missing: None,
+        }),
+        Some(_) => None,
+        None => Some(LoneSilent {
+            rank: *rank,
+            confidence: Confidence::Low,
+            reason: format!("{reason}; the job's world size is not known, so a rank with no file here may have stayed out instead"),
+            missing: Some("the job's world size (WORLD_SIZE printed, gloo's connected peers, NCCL's nranks, a flight-recorder dump), and the logs of every node".to_owned()),
+        }),
+    }
 }
 
 /// The ranks the first fault is about: its rank, or in a desync every rank that called something

@@ -237,6 +237,8 @@ pub struct HealthSeen {
 /// Ranks two collectives disagree on, as a log said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MismatchSeen {
+    /// The process group, when the line names it.
+    pub pg: Option<String>,
     /// Each rank's call.
     pub calls: Vec<(u32, Option<u64>, CollectiveCall)>,
     /// Where.
@@ -388,6 +390,7 @@ impl State {
                 }
             }
         }
+        self.follow_agent_layouts(&mut resolved);
         let mut keys: BTreeMap<u32, Option<u32>> = BTreeMap::new();
         for (slot, key) in std::mem::take(&mut self.slots) {
             let Some(mut state) = self.ranks.remove(&key) else {
@@ -436,6 +439,47 @@ impl State {
                 })
                 .collect();
             file.ranks = ranks.into_iter().collect();
+        }
+    }
+
+    /// The global ranks of an agent's other worker folders, from those already known: torchrun
+    /// gives the workers of one agent consecutive global ranks, its base rank plus the local rank
+    /// (`SimpleElasticAgent._assign_worker_ranks`: `group_rank * nproc_per_node + local_rank` on
+    /// a homogeneous job, the local world sizes of the agents before it summed otherwise). An
+    /// agent whose known folders all give the same base gives it to its other folders; one whose
+    /// folders disagree, or whose base would give a folder a rank another folder has, gives none.
+    fn follow_agent_layouts(&self, resolved: &mut BTreeMap<Slot, u32>) {
+        let mut bases: BTreeMap<&str, BTreeSet<Option<u32>>> = BTreeMap::new();
+        for (slot, global) in resolved.iter() {
+            bases
+                .entry(slot.agent.as_str())
+                .or_default()
+                .insert(global.checked_sub(slot.local_rank));
+        }
+        let taken: BTreeSet<u32> = resolved.values().copied().collect();
+        let mut derived: BTreeMap<Slot, u32> = BTreeMap::new();
+        for (agent, bases) in &bases {
+            let mut only = bases.iter().copied();
+            let (Some(Some(base)), None) = (only.next(), only.next()) else {
+                continue;
+            };
+            let unknown: Vec<&Slot> = self
+                .slots
+                .keys()
+                .filter(|s| s.agent == *agent && !resolved.contains_key(*s))
+                .collect();
+            let ranks: Option<Vec<(Slot, u32)>> = unknown
+                .into_iter()
+                .map(|s| base.checked_add(s.local_rank).map(|g| (s.clone(), g)))
+                .collect();
+            let Some(ranks) = ranks else { continue };
+            if ranks.iter().all(|(_, g)| !taken.contains(g)) {
+                derived.extend(ranks);
+            }
+        }
+        let mut seen = BTreeSet::new();
+        if derived.values().all(|g| seen.insert(*g)) {
+            resolved.extend(derived);
         }
     }
 
@@ -787,6 +831,9 @@ impl State {
             })
             .collect();
         let slot = torchrun_slot(name);
+        if let (Some(slot), Some(rank)) = (&slot, world_group_rank(&facts)) {
+            self.slot_ranks.entry(slot.clone()).or_insert(rank);
+        }
         let file_rank = match detected.kind {
             FileKind::RankLog | FileKind::Unknown => match detected.prefixed_ranks.len() {
                 1 => {
@@ -1032,9 +1079,10 @@ impl State {
                         );
                     }
                 }
-                Signal::Mismatch { calls } => {
+                Signal::Mismatch { pg, calls } => {
                     cascade = true;
                     self.mismatches.push(MismatchSeen {
+                        pg: pg.clone(),
                         calls: calls.clone(),
                         place: place(),
                     });
@@ -1117,6 +1165,10 @@ impl State {
                         uuid: Some(uuid.clone()),
                         ..GpuRef::default()
                     },
+                )),
+                Signal::GlooConnected { peers, .. } => self.world.push((
+                    peers.saturating_add(1),
+                    format!("{name}:{} (gloo's connected peers)", fact.line),
                 )),
                 Signal::LabelRank(_) | Signal::ErrorFilePath(_) => {}
             }
@@ -1211,6 +1263,31 @@ impl State {
                 });
             }
         }
+    }
+}
+
+/// The global rank a worker's own log gives by gloo's connection lines: the rank it has in the
+/// largest group it joined (the default group, the whole world), when one rank alone is named
+/// at that size.
+fn world_group_rank(facts: &LogFacts) -> Option<u32> {
+    let connected: Vec<(u32, u32)> = facts
+        .facts
+        .iter()
+        .flat_map(|f| &f.signals)
+        .filter_map(|s| match s {
+            Signal::GlooConnected { rank, peers } => Some((*peers, *rank)),
+            _ => None,
+        })
+        .collect();
+    let largest = connected.iter().map(|(peers, _)| *peers).max()?;
+    let ranks: BTreeSet<u32> = connected
+        .iter()
+        .filter(|(peers, _)| *peers == largest)
+        .map(|(_, rank)| *rank)
+        .collect();
+    match ranks.len() {
+        1 => ranks.into_iter().next(),
+        _ => None,
     }
 }
 

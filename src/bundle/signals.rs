@@ -42,6 +42,7 @@ pub const TRIGGERS: &[&str] = &[
     "Assertion",
     "terminate called",
     "Fatal Python",
+    "peer ranks",
 ];
 
 /// Whether a line may be a failure (its time stamp is kept to time a finding on it).
@@ -89,6 +90,8 @@ pub enum Signal {
     /// Two ranks called different collectives (`TORCH_DISTRIBUTED_DEBUG=DETAIL`'s check, or
     /// gloo's size check).
     Mismatch {
+        /// Process group, when the line names it (DETAIL's fingerprint line does not).
+        pg: Option<String>,
         /// Each rank's call with its sequence number, as the line shows them.
         calls: Vec<(u32, Option<u64>, CollectiveCall)>,
     },
@@ -125,6 +128,16 @@ pub enum Signal {
     },
     /// The number of ranks in the job.
     WorldSize(u32),
+    /// gloo's `[Gloo] Rank N is connected to K peer ranks` (torch 2.9 prints it as each group
+    /// connects): the rank's number in a group of K + 1 ranks. The default group is the largest a
+    /// rank is in, and a group as large as the world holds every rank in order (`new_group`
+    /// sorts its ranks), so there N is the global rank.
+    GlooConnected {
+        /// The rank in the group.
+        rank: u32,
+        /// The other ranks of the group.
+        peers: u32,
+    },
     /// The rank an NCCL label names (`[PG 0 Rank 3]`), for lines without a rank prefix.
     LabelRank(u32),
     /// torchrun's summary names a worker's error file (`error_file: …/attempt_0/2/error.json`):
@@ -173,6 +186,12 @@ pub fn read(text: &str) -> Vec<Signal> {
         && let Some(rank) = num(&c, "rank")
     {
         out.push(Signal::LabelRank(rank));
+    }
+    if let Some(c) =
+        re!(r"\[Gloo\] Rank (?P<rank>\d+) is connected to (?P<peers>\d+) peer ranks").captures(text)
+        && let (Some(rank), Some(peers)) = (num(&c, "rank"), num(&c, "peers"))
+    {
+        out.push(Signal::GlooConnected { rank, peers });
     }
     if let Some(c) =
         re!(r"(?:Watchdog caught|Caught) collective operation timeout: \w*\((?P<body>[^)]*)\)").captures(text)
@@ -246,12 +265,18 @@ pub fn read(text: &str) -> Vec<Signal> {
             })
             .collect::<Vec<_>>();
         if !calls.is_empty() {
-            out.push(Signal::Mismatch { calls });
+            out.push(Signal::Mismatch {
+                pg: pg_label(text),
+                calls,
+            });
         }
     } else if text.contains("Is there a distributed collective mismatch")
         || text.contains("Received data size doesn't match expected size")
     {
-        out.push(Signal::Mismatch { calls: Vec::new() });
+        out.push(Signal::Mismatch {
+            pg: pg_label(text),
+            calls: Vec::new(),
+        });
     }
     if let Some(c) = re!(r"^\s*error_file\s*:\s*(?P<path>\S+)$").captures(text)
         && c["path"] != *"<N/A>"
@@ -393,6 +418,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn gloos_connection_line_gives_the_rank_and_its_groups_size() {
+        let line =
+            "[Gloo] Rank 3 is connected to 7 peer ranks. Expected number of connected peer ranks is : 7";
+        assert_eq!(read(line), vec![Signal::GlooConnected { rank: 3, peers: 7 }]);
+    }
+
+    #[test]
     fn an_nccl_watchdog_timeout_gives_its_group_sequence_op_and_sizes() {
         let line = "[PG ID 0 PG GUID 0(default_pg) Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600067 milliseconds before timing out.";
         let signals = read(line);
@@ -440,7 +472,7 @@ mod tests {
     #[test]
     fn a_detail_mismatch_gives_each_ranks_call() {
         let line = "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=ALLREDUCE, TensorShape=[6], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, memory_format=(nullopt))), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=1, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, memory_format=(nullopt))).";
-        let Some(Signal::Mismatch { calls }) = read(line)
+        let Some(Signal::Mismatch { calls, .. }) = read(line)
             .into_iter()
             .find(|s| matches!(s, Signal::Mismatch { .. }))
         else {
