@@ -8,8 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::{DType, Snapshot, TensorRef};
 use super::lookup::PositionLookup;
+use super::snapshot::{DType, Snapshot, TensorRef};
 use super::{Backend, CheckResult, Offense, ReplayError, Verdict};
 use crate::model::ReplaySpec;
 

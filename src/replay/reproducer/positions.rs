@@ -175,7 +175,10 @@ mod tests {
         tensors: Vec<(String, DType, Vec<u64>, Vec<u8>)>,
         params: &[(&str, &str)],
     ) -> (CheckResult, String) {
-        let params = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let params = params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let snap = Snapshot::from_tensors(Format::Safetensors, tensors, params)
             .unwrap_or_else(|e| panic!("bad test snapshot: {e}"));
         let spec = CheckSpec {
@@ -202,12 +205,18 @@ mod tests {
             (lookup.counting, lookup.first_row, lookup.rows, lookup.largest_row),
             (Counting::Length, 2, 34, Some(41))
         );
-        assert!(out.contains("x = tensor(\"input_ids\")\nlength = x.shape[-1]\n"), "{out}");
+        assert!(
+            out.contains("x = tensor(\"input_ids\")\nlength = x.shape[-1]\n"),
+            "{out}"
+        );
         assert!(
             out.contains("rows = 34  # max_position_embeddings = 32, + 2 rows the model adds\n"),
             "{out}"
         );
-        assert!(out.contains("row = positions.astype(np.int64) + 2  # position 0 is row 2\n"), "{out}");
+        assert!(
+            out.contains("row = positions.astype(np.int64) + 2  # position 0 is row 2\n"),
+            "{out}"
+        );
         assert!(out.contains("from safetensors import safe_open\n"), "{out}");
         assert!(!out.contains("torch.arange"), "{out}");
     }
@@ -221,16 +230,26 @@ mod tests {
         values.extend([1; 6]);
         let (r, out) = judged(
             vec![ids("input_ids", &[2, 12], &values)],
-            &[("model_type", "roberta"), ("max_position_embeddings", "10"), ("pad_token_id", "1")],
+            &[
+                ("model_type", "roberta"),
+                ("max_position_embeddings", "10"),
+                ("pad_token_id", "1"),
+            ],
         );
         assert_eq!(r.verdict, Verdict::Refuted, "{}", r.summary);
         let [lookup] = r.positions.as_slice() else {
             panic!("not one lookup: {r:?}")
         };
         assert_eq!(lookup.counting, Counting::BesidesPadding { pad_token_id: 1 });
-        assert_eq!((lookup.first_row, lookup.rows, lookup.largest_row), (2, 10, Some(9)));
+        assert_eq!(
+            (lookup.first_row, lookup.rows, lookup.largest_row),
+            (2, 10, Some(9))
+        );
         assert!(out.contains("kept = x != 1  # pad_token_id\n"), "{out}");
-        assert!(out.contains("rows = 10  # max_position_embeddings = 10\n"), "{out}");
+        assert!(
+            out.contains("rows = 10  # max_position_embeddings = 10\n"),
+            "{out}"
+        );
         assert!(out.contains("+ 2  # position 0 is row 2\n"), "{out}");
     }
 
@@ -254,8 +273,14 @@ mod tests {
             (lookup.tensor.as_str(), lookup.counting, lookup.largest_row),
             ("attention_mask", Counting::AttentionMask, Some(31))
         );
-        assert!(out.contains("x = tensor(\"attention_mask\")\nkept = x != 0\n"), "{out}");
-        assert!(out.contains("rows = 26  # max_position_embeddings = 24, + 2 rows"), "{out}");
+        assert!(
+            out.contains("x = tensor(\"attention_mask\")\nkept = x != 0\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("rows = 26  # max_position_embeddings = 24, + 2 rows"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -281,7 +306,10 @@ mod tests {
             (lookup.stack, lookup.key.as_str(), lookup.rows, lookup.largest_row),
             (Stack::Decoder, "max_decoder_position_embeddings", 20, Some(23))
         );
-        assert!(out.contains("rows = 20  # max_decoder_position_embeddings = 20\n"), "{out}");
+        assert!(
+            out.contains("rows = 20  # max_decoder_position_embeddings = 20\n"),
+            "{out}"
+        );
         assert!(out.contains("# 1. the decoder's positions"), "{out}");
     }
 
@@ -299,7 +327,10 @@ mod tests {
         assert_eq!(r.positions[0].window, Some(16));
         assert_eq!(r.positions[0].largest_row, Some(63));
         assert!(out.contains("length = -(-length // 16) * 16"), "{out}");
-        assert!(out.contains("rows = 60  # max_encoder_position_embeddings = 60\n"), "{out}");
+        assert!(
+            out.contains("rows = 60  # max_encoder_position_embeddings = 60\n"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -319,7 +350,10 @@ mod tests {
             (lookup.counting, lookup.first_row, lookup.rows, lookup.largest_row),
             (Counting::Values, 2, 34, Some(35))
         );
-        assert!(out.contains("x = tensor(\"position_ids\")\npositions = x.astype(np.int64)\n"), "{out}");
+        assert!(
+            out.contains("x = tensor(\"position_ids\")\npositions = x.astype(np.int64)\n"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -330,7 +364,10 @@ mod tests {
         );
         assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.summary);
         assert!(r.positions.is_empty(), "{r:?}");
-        assert!(out.contains("raise SystemExit(\"faultline judged no position lookup"), "{out}");
+        assert!(
+            out.contains("raise SystemExit(\"faultline judged no position lookup"),
+            "{out}"
+        );
         assert!(!out.contains("rows =") && !out.contains("import torch"), "{out}");
     }
 

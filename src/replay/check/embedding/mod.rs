@@ -174,7 +174,10 @@ pub(super) fn combine(mut parts: Vec<Found>) -> Found {
         Verdict::Inconclusive
     };
     // Every lookup judged stands in the result; the first scanned part's numbers for the whole.
-    let positions = parts.iter_mut().flat_map(|p| std::mem::take(&mut p.positions)).collect();
+    let positions = parts
+        .iter_mut()
+        .flat_map(|p| std::mem::take(&mut p.positions))
+        .collect();
     let scanned = parts.into_iter().find(|p| p.scan.is_some());
     Found {
         verdict,

@@ -488,7 +488,14 @@ fn explicit_fits(
         ),
     };
     let found = found.scanned(t, out);
-    Ok(values_looked_up(found, t, Some(limit), extra, extra, offset.why.clone()))
+    Ok(values_looked_up(
+        found,
+        t,
+        Some(limit),
+        extra,
+        extra,
+        offset.why.clone(),
+    ))
 }
 
 /// `found` (a verdict on the values of `t` as positions) with its lookup: row = value +
@@ -502,8 +509,7 @@ fn values_looked_up(
     extra: i64,
     why: Option<String>,
 ) -> Found {
-    let Some(limit) = limit.filter(|_| found.verdict != Verdict::Inconclusive && !t.dtype.is_float())
-    else {
+    let Some(limit) = limit.filter(|_| found.verdict != Verdict::Inconclusive && !t.dtype.is_float()) else {
         return found;
     };
     let largest = found.scan.as_ref().and_then(|(out, _, _)| match out.max {
