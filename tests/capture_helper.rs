@@ -10,7 +10,6 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use faultline::replay::snapshot::Format;
 use faultline::replay::{DType, Limits, Snapshot};
@@ -25,38 +24,9 @@ fn python_tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python/tests")
 }
 
-/// Whether `python` runs and imports numpy and safetensors.
-fn has_numpy_and_safetensors(python: &str) -> bool {
-    Command::new(python)
-        .args(["-c", "import numpy, safetensors"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn find_python() -> Option<String> {
-    if let Ok(python) = std::env::var("FAULTLINE_PYTHON")
-        && !python.is_empty()
-    {
-        assert!(
-            has_numpy_and_safetensors(&python),
-            "FAULTLINE_PYTHON={python} cannot import numpy and safetensors (pip install numpy safetensors)"
-        );
-        return Some(python);
-    }
-    has_numpy_and_safetensors("python3").then(|| "python3".to_owned())
-}
-
 /// The Python to run, or None (with a loud message) when there is none outside CI.
 fn python() -> Option<&'static str> {
-    static PYTHON: OnceLock<Option<String>> = OnceLock::new();
-    let found = PYTHON.get_or_init(find_python).as_deref();
-    if found.is_none() {
-        support::skip_unless_ci(
-            "the capture helper tests",
-            "a Python with numpy and safetensors: set FAULTLINE_PYTHON (e.g. target/ci-venv/bin/python; .ci/run does) or pip install numpy safetensors",
-        );
-    }
-    found
+    support::numpy_python("the capture helper tests")
 }
 
 /// A fresh temporary folder, removed on drop.

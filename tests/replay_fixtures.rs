@@ -5,14 +5,20 @@
 //! replayed on the CPU gives the true cause the verdict it should: confirmed with the value at
 //! fault; consistent with the data where other causes share the observation and the offending
 //! values do not tell them apart; or, where the snapshot cannot tell, not checked and never
-//! refuted.
+//! refuted. The reproducer of each position verdict uses the bounds the check used, and prints
+//! the same offending row when a Python with numpy and safetensors runs it.
 
+mod support;
+
+use std::io::Write;
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 use faultline::diagnose::analyze_str;
 use faultline::model::{Diagnosis, Verdict};
+use faultline::replay::check::{self, CheckSpec};
 use faultline::replay::cpu::Cpu;
-use faultline::replay::{Limits, Snapshot, replay_diagnosis};
+use faultline::replay::{CheckResult, Limits, Snapshot, replay_diagnosis, reproducer};
 use faultline::rules::RuleSet;
 
 /// The torch and transformers versions in the fixtures' names.
@@ -201,4 +207,136 @@ fn labels_past_the_vocabulary_confirm_the_observation_once_and_no_cause_that_sha
             "{case}"
         );
     }
+}
+
+/// The check the position cause of `case`'s first finding names, as the replay of the diagnosis
+/// runs it (without the `shows` condition it reads itself); None when the finding has none.
+fn position_check(case: &str) -> Option<(CheckSpec, Snapshot)> {
+    let log = std::fs::read_to_string(fixture(case, "log")).unwrap_or_else(|e| panic!("{case}: {e}"));
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let diagnosis = analyze_str(&rules, &log);
+    let cause = diagnosis
+        .findings
+        .first()?
+        .causes
+        .iter()
+        .find(|c| c.title == POSITIONS)?;
+    let mut spec = CheckSpec::from(cause.replay.as_ref()?);
+    spec.params.remove("shows");
+    let bytes = std::fs::read(fixture(case, "safetensors")).unwrap_or_else(|e| panic!("{case}: {e}"));
+    let snapshot = Snapshot::from_bytes(bytes, &Limits::default()).unwrap_or_else(|e| panic!("{case}: {e}"));
+    Some((spec, snapshot))
+}
+
+/// Runs `script` with `python` in the fixtures' folder (where the snapshot it names is); its
+/// stdout and stderr.
+fn run_script(python: &str, script: &str) -> (String, String) {
+    let mut child = Command::new(python)
+        .arg("-")
+        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/replay"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(script.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What the script printed for each lookup with a counted row matches the check's row; a
+/// confirmed lookup past its table fails the call where torch is installed.
+fn assert_prints_the_checks_rows(case: &str, result: &CheckResult, stdout: &str, stderr: &str) {
+    for lookup in &result.positions {
+        let Some(largest) = lookup.largest_row else {
+            continue;
+        };
+        let line = format!("to {largest} of a table of {} rows", lookup.rows);
+        assert!(
+            stdout.contains(&line),
+            "{case}: no {line:?} in\n{stdout}\n{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("Error") || stderr.contains("IndexError"),
+        "{case}: {stderr}"
+    );
+    if result.verdict == Verdict::Confirmed {
+        assert!(!stdout.contains("the call ran without error"), "{case}: {stdout}");
+        let without_torch = stderr.contains("torch is not installed");
+        assert!(
+            without_torch || stderr.contains("index out of range"),
+            "{case}: the call did not fail: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn the_reproducer_of_each_position_verdict_uses_the_bounds_the_check_used() {
+    let python = support::numpy_python("the reproducer runs of the replay fixtures");
+    let mut looked_up = Vec::new();
+    for (case, ..) in CASES {
+        let Some((spec, snapshot)) = position_check(case) else {
+            continue;
+        };
+        let result = check::run(&spec, &snapshot, &Cpu::new()).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let file = fixture(case, "safetensors");
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let script = reproducer::script(&spec, &result, &snapshot.summary(), &name);
+        if result.positions.is_empty() {
+            // No bound judged, none written: the script says so rather than guess one.
+            assert_eq!(
+                result.verdict,
+                Verdict::Inconclusive,
+                "{case}: {}",
+                result.summary
+            );
+            assert!(
+                script.contains("raise SystemExit(\"faultline judged no position lookup"),
+                "{case}: {script}"
+            );
+            assert!(!script.contains("rows ="), "{case}: {script}");
+            continue;
+        }
+        looked_up.push(case);
+        for lookup in &result.positions {
+            let table = format!("rows = {}  # {} = {}", lookup.rows, lookup.key, lookup.size);
+            let first = format!(
+                " + {}  # position 0 is row {}\n",
+                lookup.first_row, lookup.first_row
+            );
+            let read = format!("x = tensor({:?})\n", lookup.tensor);
+            for held in [table, first, read] {
+                assert!(script.contains(&held), "{case}: no {held:?} in\n{script}");
+            }
+        }
+        if let Some(python) = python {
+            let (stdout, stderr) = run_script(python, &script);
+            assert_prints_the_checks_rows(case, &result, &stdout, &stderr);
+        }
+    }
+    // Confirmed past the table, or (BART's and BERT's short inputs) refuted within it; T5 has no
+    // position table and the BART with sizes only no known family.
+    assert_eq!(
+        looked_up,
+        [
+            "bart_input_longer_than_the_position_table",
+            "bart_labels_padded_with_vocab_size",
+            "gpt2_past_n_positions",
+            "opt_past_its_positions",
+            "bert_token_type_past_type_vocab_size",
+            "led_encoder_past_its_positions",
+        ],
+        "the cases whose position check judged a lookup"
+    );
 }

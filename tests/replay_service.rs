@@ -82,6 +82,7 @@ fn a_result() -> CheckResult {
         max: Some("2".into()),
         first_offenses: Vec::new(),
         params: Default::default(),
+        positions: Vec::new(),
         backend: "cpu".into(),
     }
 }

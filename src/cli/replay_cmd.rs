@@ -80,7 +80,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let result = check::run(&spec, &snapshot, backend.as_ref())?;
     let script = args.reproducer.then(|| {
         let file = path.file_name().unwrap_or(path.as_os_str()).to_string_lossy();
-        reproducer::script(&spec, &snapshot.summary(), &file)
+        reproducer::script(&spec, &result, &snapshot.summary(), &file)
     });
     match args.format {
         Format::Json => {

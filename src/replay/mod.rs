@@ -15,6 +15,7 @@
 pub mod check;
 pub mod cpu;
 pub mod gpu;
+pub mod lookup;
 mod npz;
 mod params;
 pub mod preflight;
@@ -69,6 +70,10 @@ pub struct CheckResult {
     /// The parameters the check used, after defaults and metadata.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
+    /// The position lookups the verdict rests on (index_bounds on the position table): the rows,
+    /// offset, counting rule and key the check used, which the reproducer writes out as they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub positions: Vec<lookup::PositionLookup>,
     /// `cpu` or `gpu:<device name>`.
     pub backend: String,
 }

@@ -6,6 +6,7 @@ pub mod webdriver;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 
 use faultline::kb::Store;
 use sqlx::{Connection, Executor};
@@ -57,6 +58,41 @@ pub fn under_ci() -> bool {
 pub fn skip_unless_ci(part: &str, needs: &str) {
     assert!(!under_ci(), "CI is set but {part} cannot run: they need {needs}");
     let _ = writeln!(std::io::stderr(), "\n*** SKIPPED: {part} need {needs} ***\n");
+}
+
+/// Whether `python` runs and imports numpy and safetensors.
+fn has_numpy_and_safetensors(python: &str) -> bool {
+    Command::new(python)
+        .args(["-c", "import numpy, safetensors"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn find_numpy_python() -> Option<String> {
+    if let Ok(python) = std::env::var("FAULTLINE_PYTHON")
+        && !python.is_empty()
+    {
+        assert!(
+            has_numpy_and_safetensors(&python),
+            "FAULTLINE_PYTHON={python} cannot import numpy and safetensors (pip install numpy safetensors)"
+        );
+        return Some(python);
+    }
+    has_numpy_and_safetensors("python3").then(|| "python3".to_owned())
+}
+
+/// A Python with numpy and safetensors: `FAULTLINE_PYTHON`, else `python3` when it has both;
+/// None when there is none, which skips `part` (see [`skip_unless_ci`]).
+pub fn numpy_python(part: &str) -> Option<&'static str> {
+    static PYTHON: OnceLock<Option<String>> = OnceLock::new();
+    let found = PYTHON.get_or_init(find_numpy_python).as_deref();
+    if found.is_none() {
+        skip_unless_ci(
+            part,
+            "a Python with numpy and safetensors: set FAULTLINE_PYTHON (e.g. target/ci-venv/bin/python; .ci/run does) or pip install numpy safetensors",
+        );
+    }
+    found
 }
 
 /// The PostgreSQL server tests may use; its absence skips the PostgreSQL half of a test (see

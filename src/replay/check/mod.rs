@@ -8,6 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::lookup::PositionLookup;
 use super::snapshot::{DType, Snapshot, TensorRef};
 use super::{Backend, CheckResult, Offense, ReplayError, Verdict};
 use crate::model::ReplaySpec;
@@ -187,6 +188,7 @@ pub fn not_run(spec: &CheckSpec, backend: &dyn Backend, error: &ReplayError) -> 
         max: None,
         first_offenses: Vec::new(),
         params: spec.params.clone(),
+        positions: Vec::new(),
         backend: backend.name(),
     }
 }
@@ -198,6 +200,8 @@ struct Found {
     tensor: Option<String>,
     scan: Option<(ScanOutput, Vec<u64>, DType)>,
     offending: u64,
+    /// The position lookups this verdict rests on.
+    positions: Vec<PositionLookup>,
 }
 
 impl Found {
@@ -208,6 +212,7 @@ impl Found {
             tensor: None,
             scan: None,
             offending: 0,
+            positions: Vec::new(),
         }
     }
 
@@ -220,6 +225,12 @@ impl Found {
         self.tensor = Some(tensor.name.to_owned());
         self.offending = out.offending;
         self.scan = Some((out, tensor.shape.to_vec(), tensor.dtype));
+        self
+    }
+
+    /// With the position lookup it judged.
+    fn looked_up(mut self, lookup: PositionLookup) -> Self {
+        self.positions.push(lookup);
         self
     }
 
@@ -260,6 +271,7 @@ impl Found {
             max,
             first_offenses,
             params: ctx.used,
+            positions: self.positions,
             backend: ctx.backend.name(),
         }
     }

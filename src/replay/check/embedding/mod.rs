@@ -65,6 +65,15 @@ enum Side {
     Decoder,
 }
 
+impl From<Side> for crate::replay::lookup::Stack {
+    fn from(side: Side) -> Self {
+        match side {
+            Side::Encoder => crate::replay::lookup::Stack::Encoder,
+            Side::Decoder => crate::replay::lookup::Stack::Decoder,
+        }
+    }
+}
+
 /// Checks every tensor that indexes `table` and gives their one verdict.
 pub(super) fn table_bounds(ctx: &mut Ctx<'_>, table: Table, role: &str) -> Result<Found, ReplayError> {
     let trace = read_frames(ctx);
@@ -164,7 +173,11 @@ pub(super) fn combine(mut parts: Vec<Found>) -> Found {
     } else {
         Verdict::Inconclusive
     };
-    // The first scanned part's numbers stand for the whole.
+    // Every lookup judged stands in the result; the first scanned part's numbers for the whole.
+    let positions = parts
+        .iter_mut()
+        .flat_map(|p| std::mem::take(&mut p.positions))
+        .collect();
     let scanned = parts.into_iter().find(|p| p.scan.is_some());
     Found {
         verdict,
@@ -172,5 +185,6 @@ pub(super) fn combine(mut parts: Vec<Found>) -> Found {
         tensor: scanned.as_ref().and_then(|p| p.tensor.clone()),
         offending: scanned.as_ref().map_or(0, |p| p.offending),
         scan: scanned.and_then(|p| p.scan),
+        positions,
     }
 }

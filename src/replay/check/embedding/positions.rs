@@ -12,7 +12,8 @@
 use super::Side;
 use super::model::{Model, int_setting, setting};
 use crate::replay::check::bounds::ids_within;
-use crate::replay::check::{Ctx, Found, Param, Scan, first_at, shape_text};
+use crate::replay::check::{Ctx, Found, Param, Scalar, Scan, first_at, shape_text};
+use crate::replay::lookup::{self, PositionLookup};
 use crate::replay::snapshot::TensorRef;
 use crate::replay::{ReplayError, Verdict};
 
@@ -121,6 +122,17 @@ enum Counting {
     BesidesPadding(i64),
     /// The attended tokens, the attention mask's nonzero values (OPT).
     AttentionMask,
+}
+
+impl Counting {
+    /// The counting rule as the result records it.
+    fn recorded(self) -> lookup::Counting {
+        match self {
+            Counting::Length => lookup::Counting::Length,
+            Counting::BesidesPadding(pad) => lookup::Counting::BesidesPadding { pad_token_id: pad },
+            Counting::AttentionMask => lookup::Counting::AttentionMask,
+        }
+    }
 }
 
 /// How the model turns positions into rows of its position table.
@@ -366,6 +378,7 @@ pub(super) fn positions(
     {
         // The index of a token in the whole sequence: position p is row p + offset in any table.
         let found = ids_within(ctx, &t, "position_ids", limit.as_ref(), false, None)?;
+        let found = values_looked_up(found, &t, limit.as_ref(), 0, 0, None);
         parts.push((Side::Encoder, found));
     }
     let encoder = ctx.find("input_ids");
@@ -441,7 +454,9 @@ fn explicit_fits(
 ) -> Result<Found, ReplayError> {
     let extra = offset.extra_rows;
     if extra == 0 {
-        return ids_within(ctx, t, "position_ids", limit, false, None);
+        // The model takes the positions as given: `why` (the rows of implied ones) does not apply.
+        let found = ids_within(ctx, t, "position_ids", limit, false, None)?;
+        return Ok(values_looked_up(found, t, limit, 0, 0, None));
     }
     let name = t.name;
     let Some(limit) = limit else {
@@ -472,7 +487,48 @@ fn explicit_fits(
             format!("all {} {name} in [{lo}, {hi}) for {table}{because}", out.elements),
         ),
     };
-    Ok(found.scanned(t, out))
+    let found = found.scanned(t, out);
+    Ok(values_looked_up(
+        found,
+        t,
+        Some(limit),
+        extra,
+        extra,
+        offset.why.clone(),
+    ))
+}
+
+/// `found` (a verdict on the values of `t` as positions) with its lookup: row = value +
+/// `first_row` in a table of `limit + extra` rows. A verdict that is not one, or a float tensor,
+/// records none.
+fn values_looked_up(
+    found: Found,
+    t: &TensorRef<'_>,
+    limit: Option<&Param<i64>>,
+    first_row: i64,
+    extra: i64,
+    why: Option<String>,
+) -> Found {
+    let Some(limit) = limit.filter(|_| found.verdict != Verdict::Inconclusive && !t.dtype.is_float()) else {
+        return found;
+    };
+    let largest = found.scan.as_ref().and_then(|(out, _, _)| match out.max {
+        Some(Scalar::Int(v)) => Some(v.saturating_add(first_row)),
+        _ => None,
+    });
+    let lookup = PositionLookup {
+        stack: lookup::Stack::Encoder,
+        tensor: t.name.to_owned(),
+        counting: lookup::Counting::Values,
+        window: None,
+        first_row,
+        key: limit.label.clone(),
+        size: limit.value,
+        rows: limit.value.saturating_add(extra),
+        why,
+        largest_row: largest,
+    };
+    found.looked_up(lookup)
 }
 
 /// What the snapshot would have said with the family known: the lengths and the table's size.
@@ -511,15 +567,52 @@ fn implied(
         (Side::Encoder, Some(w)) => Some(w),
         _ => None,
     };
-    let found = length_fits(&sequence, how, limit, offset, window);
+    let found = length_fits(&sequence, how, limit, offset, window, side);
     match offset.counting {
         Counting::Length => Ok(found),
         Counting::BesidesPadding(pad) if sequence.name == ids.name => {
-            past_padding(ctx, ids, found, limit, offset, pad)
+            past_padding(ctx, ids, found, limit, offset, pad, side)
         }
         Counting::BesidesPadding(_) => Ok(found),
-        Counting::AttentionMask => over_the_mask(ctx, &sequence, mask, found, limit, offset),
+        Counting::AttentionMask => over_the_mask(ctx, &sequence, mask, found, limit, offset, side),
     }
+}
+
+impl Offset {
+    /// The lookup of `tensor`'s positions counted by `counting` in a table of `limit` rows plus
+    /// the family's.
+    fn lookup(
+        &self,
+        side: Side,
+        tensor: &str,
+        counting: Counting,
+        limit: &Param<i64>,
+        window: Option<i64>,
+    ) -> PositionLookup {
+        PositionLookup {
+            stack: side.into(),
+            tensor: tensor.to_owned(),
+            counting: counting.recorded(),
+            window,
+            first_row: self.rows_before,
+            key: limit.label.clone(),
+            size: limit.value,
+            rows: limit.value.saturating_add(self.extra_rows),
+            why: self.why.clone(),
+            largest_row: None,
+        }
+    }
+}
+
+/// A verdict the length alone decided for a family that counts only some positions: its lookups
+/// read `tensor` by `counting`, the model's own rule (their largest row was not counted).
+fn counted_by(mut found: Found, tensor: &str, counting: Counting) -> Found {
+    for lookup in &mut found.positions {
+        lookup.tensor = tensor.to_owned();
+        lookup.counting = counting.recorded();
+        lookup.largest_row = None;
+    }
+    found
 }
 
 /// The tensor whose last dim is the sequence's length: `ids`, or `mask` when it covers more (the
@@ -539,6 +632,7 @@ fn length_fits(
     limit: Option<&Param<i64>>,
     offset: &Offset,
     window: Option<Option<i64>>,
+    side: Side,
 ) -> Found {
     let name = ids.name;
     let shape = shape_text(ids.shape);
@@ -573,7 +667,12 @@ fn length_fits(
         _ => None,
     };
     let (positions, padding) = padded.unwrap_or((len, String::new()));
-    if positions > available {
+    // Every position of the (padded) length: the last is row `positions - 1 + rows_before`.
+    let lookup = PositionLookup {
+        largest_row: Some(positions.saturating_sub(1).saturating_add(offset.rows_before)),
+        ..offset.lookup(side, name, Counting::Length, limit, window.flatten())
+    };
+    let found = if positions > available {
         Found::new(
             Verdict::Confirmed,
             format!(
@@ -586,7 +685,8 @@ fn length_fits(
             Verdict::Refuted,
             format!("{name}{how} length {len}{padding} <= the {available} positions of {table}{because}"),
         )
-    }
+    };
+    found.looked_up(lookup)
 }
 
 /// RoBERTa-style positions skip the padding of a row, so a padded batch longer than the table
@@ -598,9 +698,11 @@ fn past_padding(
     limit: Option<&Param<i64>>,
     offset: &Offset,
     pad: i64,
+    side: Side,
 ) -> Result<Found, ReplayError> {
+    let counting = Counting::BesidesPadding(pad);
     let (Verdict::Confirmed, Some(limit)) = (found.verdict, limit) else {
-        return Ok(found);
+        return Ok(counted_by(found, ids.name, counting));
     };
     let available = limit
         .value
@@ -613,7 +715,7 @@ fn past_padding(
             found.summary
         )));
     };
-    Ok(if tokens > available {
+    let found = if tokens > available {
         Found::new(
             Verdict::Confirmed,
             format!(
@@ -629,7 +731,11 @@ fn past_padding(
                 ids.shape.last().copied().unwrap_or(0)
             ),
         )
-    })
+    };
+    Ok(found.looked_up(PositionLookup {
+        largest_row: Some(offset.rows_before.saturating_add(tokens).saturating_sub(1)),
+        ..offset.lookup(side, name, counting, limit, None)
+    }))
 }
 
 /// OPT-style positions count a row's attended tokens: a length past the table confirms only if a
@@ -641,11 +747,17 @@ fn over_the_mask(
     found: Found,
     limit: Option<&Param<i64>>,
     offset: &Offset,
+    side: Side,
 ) -> Result<Found, ReplayError> {
+    let mask = mask.filter(|m| m.shape.last() >= sequence.shape.last());
     let (Verdict::Confirmed, Some(limit)) = (found.verdict, limit) else {
-        return Ok(found);
+        // Without a mask the model attends to every token: its positions are the length's.
+        return Ok(match mask {
+            Some(mask) => counted_by(found, mask.name, Counting::AttentionMask),
+            None => found,
+        });
     };
-    let Some(mask) = mask.filter(|m| m.shape.last() >= sequence.shape.last()) else {
+    let Some(mask) = mask else {
         return Ok(Found::inconclusive(format!(
             "{}; but the model counts positions over the attention mask, which the snapshot lacks (save attention_mask)",
             found.summary
@@ -662,7 +774,7 @@ fn over_the_mask(
             found.summary
         )));
     };
-    Ok(if attended > available {
+    let found = if attended > available {
         Found::new(
             Verdict::Confirmed,
             format!(
@@ -679,7 +791,11 @@ fn over_the_mask(
                 sequence.shape.last().copied().unwrap_or(0)
             ),
         )
-    })
+    };
+    Ok(found.looked_up(PositionLookup {
+        largest_row: Some(offset.rows_before.saturating_add(attended).saturating_sub(1)),
+        ..offset.lookup(side, name, Counting::AttentionMask, limit, None)
+    }))
 }
 
 /// The row of `t` ([..., T]) with the most values other than `skip`, and their count; `None`

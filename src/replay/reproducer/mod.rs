@@ -2,15 +2,35 @@
 //!
 //! Tensor names, the file name and parameters come from the user: names and the file name are
 //! written as JSON strings (valid Python string literals), numbers only after they parse as
-//! numbers, so nothing in a snapshot can inject code into the script.
+//! numbers, and text in comments without its line breaks, so nothing in a snapshot can inject
+//! code into the script.
+//!
+//! A position verdict's script ([`positions`](mod@positions)) takes its bounds from the check's
+//! result, the lookups the check judged, and from nowhere else.
+
+mod positions;
 
 use std::fmt::Write;
 
+use super::CheckResult;
 use super::check::{Check, CheckSpec, check_info};
 use super::snapshot::{Format, ROLE_NAMES, SnapshotSummary};
 
-/// The script reproducing `check`'s failing call on the snapshot saved as `snapshot_file`.
-pub fn script(check: &CheckSpec, summary: &SnapshotSummary, snapshot_file: &str) -> String {
+/// The script reproducing `check`'s failing call on the snapshot saved as `snapshot_file`;
+/// `result` is what the check gave on it (a position verdict's script reproduces its lookups).
+pub fn script(
+    check: &CheckSpec,
+    result: &CheckResult,
+    summary: &SnapshotSummary,
+    snapshot_file: &str,
+) -> String {
+    let p = Params { check, summary };
+    let positions = p.value("tensor").is_some_and(|role| role == "position_ids");
+    if check_info(&check.name).is_some_and(|info| info.check == Check::IndexBounds)
+        && (positions || !result.positions.is_empty())
+    {
+        return positions::script(result, summary, snapshot_file);
+    }
     let mut s = String::new();
     let file = quote(snapshot_file);
     let _ = writeln!(
@@ -37,7 +57,6 @@ pub fn script(check: &CheckSpec, summary: &SnapshotSummary, snapshot_file: &str)
             );
         }
     }
-    let p = Params { check, summary };
     let Some(info) = check_info(&check.name) else {
         let _ = writeln!(
             s,
@@ -85,6 +104,13 @@ pub fn script(check: &CheckSpec, summary: &SnapshotSummary, snapshot_file: &str)
 /// A Python string literal.
 fn quote(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// `text` fit for a `#` comment: its control characters (line breaks among them) as spaces.
+fn comment(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// Where parameters and tensor names are looked up.
@@ -169,17 +195,8 @@ fn target_bounds(s: &mut String, p: &Params<'_>) {
 
 fn index_bounds(s: &mut String, p: &Params<'_>) {
     let role = p.value("tensor").unwrap_or_else(|| "input_ids".into());
-    if role == "position_ids" && !p.has(&role) && p.has("input_ids") {
-        // No explicit positions: the ones the sequence length implies.
-        let input = quote(&p.resolve("input_ids"));
-        let _ = writeln!(
-            s,
-            "ids = torch.arange(t[{input}].shape[-1], device=\"cuda\")  # the positions of the sequence"
-        );
-    } else {
-        let ids = quote(&p.resolve(&role));
-        let _ = writeln!(s, "ids = t[{ids}].long()");
-    }
+    let ids = quote(&p.resolve(&role));
+    let _ = writeln!(s, "ids = t[{ids}].long()");
     // The size the check itself reads, in its order.
     match p.int(&super::check::size_keys(&role)) {
         Some(size) => {
@@ -239,7 +256,7 @@ fn value_range(s: &mut String, p: &Params<'_>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
@@ -274,8 +291,27 @@ mod tests {
         }
     }
 
+    /// The script for a check that judged no position lookup (the result only routes positions).
+    fn script(check: &CheckSpec, summary: &SnapshotSummary, file: &str) -> String {
+        let result = CheckResult {
+            check: check.name.clone(),
+            verdict: crate::replay::Verdict::Inconclusive,
+            summary: String::new(),
+            tensor: None,
+            elements: 0,
+            offending: 0,
+            min: None,
+            max: None,
+            first_offenses: Vec::new(),
+            params: BTreeMap::new(),
+            positions: Vec::new(),
+            backend: "cpu".into(),
+        };
+        super::script(check, &result, summary, file)
+    }
+
     /// Parses `script` with python3's `ast` when python3 is here; true when it parsed or no python3.
-    fn parses_as_python(script: &str) -> bool {
+    pub(super) fn parses_as_python(script: &str) -> bool {
         use std::io::Write as _;
         use std::process::{Command, Stdio};
         let child = Command::new("python3")
@@ -333,25 +369,6 @@ mod tests {
             out.contains("F.embedding(ids, torch.randn(size, 8, device=\"cuda\"))"),
             "{out}"
         );
-        assert!(parses_as_python(&out), "{out}");
-    }
-
-    #[test]
-    fn index_bounds_on_positions_without_position_ids_uses_the_sequence_length() {
-        let sum = summary(
-            &[("input_ids", DType::I64, &[4, 80])],
-            &[("max_position_embeddings", "32")],
-        );
-        let out = script(
-            &spec("index_bounds", &[("tensor", "position_ids")]),
-            &sum,
-            "s.safetensors",
-        );
-        assert!(
-            out.contains("ids = torch.arange(t[\"input_ids\"].shape[-1], device=\"cuda\")"),
-            "{out}"
-        );
-        assert!(out.contains("size = 32\n"), "{out}");
         assert!(parses_as_python(&out), "{out}");
     }
 
