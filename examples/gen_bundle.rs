@@ -13,6 +13,7 @@
 //! `cargo run --release --example gen_bundle -- OUT_DIR ONE_LOG TOTAL_MB RANKS [FAILING_RANK]`
 
 #[path = "../benches/support/noisy_log.rs"]
+#[allow(dead_code)] // its whole-log generator serves the other example and the benchmark
 mod noisy_log;
 
 use std::fs::File;
@@ -89,7 +90,10 @@ fn job(args: &[String]) -> Option<Job<'_>> {
 /// A node's host name and its agent's folder under `logs/`.
 fn node(rank: u32) -> (String, String) {
     let n = rank / PER_NODE;
-    (format!("node-{n:02}"), format!("{RUN}_{:08x}", 0x5eed_0000 + n * 7919))
+    (
+        format!("node-{n:02}"),
+        format!("{RUN}_{:08x}", 0x5eed_0000 + n * 7919),
+    )
 }
 
 fn write_job(job: &Job<'_>) -> io::Result<u64> {
@@ -164,7 +168,10 @@ fn nccl_start(rank: u32, ranks: u32) -> String {
     let (host, _) = node(rank);
     let (local, pid) = (rank % PER_NODE, 4100 + rank % PER_NODE);
     let bus = [0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb][local as usize];
-    let comm = format!("comm 0x55d1c{:04x}0 rank {rank} nranks {ranks} cudaDev {local} nvmlDev {local} busId {bus:x}000 commId 0x6c4bf1c2a9e0d5f3", rank * 16);
+    let comm = format!(
+        "comm 0x55d1c{:04x}0 rank {rank} nranks {ranks} cudaDev {local} nvmlDev {local} busId {bus:x}000 commId 0x6c4bf1c2a9e0d5f3",
+        rank * 16
+    );
     let text = format!(
         "{host}:{pid}:{pid} [{local}] NCCL INFO Bootstrap : Using eth0:10.1.0.{}<0>\n\
          {host}:{pid}:{pid} [{local}] NCCL INFO cudaDriverVersion 12040\n\
@@ -214,7 +221,10 @@ fn watchdog(rank: u32) -> String {
         "[Rank {rank}] Watchdog caught collective operation timeout: {work} ran for {} milliseconds before timing out.",
         TIMEOUT_S * 1000 + 60
     );
-    let state = format!("last enqueued NCCL work: {SEQ}, last completed NCCL work: {}.", SEQ - 1);
+    let state = format!(
+        "last enqueued NCCL work: {SEQ}, last completed NCCL work: {}.",
+        SEQ - 1
+    );
     let text = format!(
         "[E506 {clock}.123456789 ProcessGroupNCCL.cpp:607] {caught}\n\
          [E506 {clock}.165150152 ProcessGroupNCCL.cpp:1664] [PG 0 Rank {rank}] Exception (either an error or timeout) detected by watchdog at work: {SEQ}, {state}\n\
@@ -252,9 +262,7 @@ fn agent_summary(job: &Job<'_>, n: u32) -> String {
         let (code, error_file, traceback) = if rank == job.failing {
             (
                 1,
-                format!(
-                    "/workspace/{host}/logs/{agent}/attempt_0/{local}/error.json"
-                ),
+                format!("/workspace/{host}/logs/{agent}/attempt_0/{local}/error.json"),
                 "RuntimeError: CUDA error: device-side assert triggered".to_owned(),
             )
         } else {
@@ -275,11 +283,7 @@ fn agent_summary(job: &Job<'_>, n: u32) -> String {
     let others_text = if others.is_empty() {
         "  <NO_OTHER_FAILURES>\n".to_owned()
     } else {
-        others
-            .iter()
-            .enumerate()
-            .map(|(i, r)| entry(i + 1, *r))
-            .collect()
+        others.iter().enumerate().map(|(i, r)| entry(i + 1, *r)).collect()
     };
     let exits: String = failed
         .iter()

@@ -243,7 +243,11 @@ fn a_torchrun_error_file_gives_its_ranks_exception_and_time() {
         (Some(6), Some("node-b"), Some(2))
     );
     let evidence_ranks: Vec<Option<u32>> = f.evidence.iter().flat_map(|e| &e.lines).map(|l| l.rank).collect();
-    assert_eq!(evidence_ranks, vec![Some(6)], "the evidence names the global rank");
+    assert_eq!(
+        evidence_ranks,
+        vec![Some(6)],
+        "the evidence names the global rank"
+    );
 }
 
 #[test]
@@ -269,7 +273,10 @@ fn a_torchrun_worker_folder_whose_lines_name_its_host_takes_the_global_rank_of_t
     );
     // Another host's row of the same local rank is not taken for it.
     let d = diagnose(&[
-        ("node-b/console.log", failed.replace("local_rank: 2", "local_rank: 1")),
+        (
+            "node-b/console.log",
+            failed.replace("local_rank: 2", "local_rank: 1"),
+        ),
         ("node-a/logs/run_a/attempt_0/1/stderr.log", waiting.to_owned()),
     ]);
     assert!(d.warnings.iter().any(|w| w.code == "global_rank_unknown"));
