@@ -263,6 +263,44 @@ fn a_torchrun_error_file_gives_its_ranks_exception_and_time() {
         (f.rank, f.host.as_deref(), f.local_rank),
         (Some(6), Some("node-b"), Some(2))
     );
+    let evidence_ranks: Vec<Option<u32>> = f.evidence.iter().flat_map(|e| &e.lines).map(|l| l.rank).collect();
+    assert_eq!(
+        evidence_ranks,
+        vec![Some(6)],
+        "the evidence names the global rank"
+    );
+}
+
+#[test]
+fn a_torchrun_worker_folder_whose_lines_name_its_host_takes_the_global_rank_of_that_hosts_summary_row() {
+    let error = r#"{"message": {"message": "IndexError: index 7 is out of bounds for dimension 0 with size 4", "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File \"job.py\", line 11, in main\nIndexError: index 7 is out of bounds for dimension 0 with size 4\n", "timestamp": "1795757937"}}}"#;
+    let failed = "Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-27_05:51:51\n  host      : node-b\n  rank      : 6 (local_rank: 2)\n  exitcode  : 1 (pid: 29701)\n  error_file: /tmp/logs/run_b/attempt_0/2/error.json\n  traceback : IndexError: index 7 is out of bounds for dimension 0 with size 4\n============================================================\n";
+    let aborted = "Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-27_06:01:52\n  host      : node-a\n  rank      : 1 (local_rank: 1)\n  exitcode  : -6 (pid: 29611)\n  error_file: <N/A>\n  traceback : Signal 6 (SIGABRT) received by PID 29611\n============================================================\n";
+    // No prefix, no error file: only NCCL's `host:pid:tid [dev]` lines say where this worker ran.
+    let waiting = "node-a:29611:29611 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n[E1127 06:01:51.100000 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.\n";
+    let d = diagnose(&[
+        ("node-a/console.log", aborted.to_owned()),
+        ("node-a/logs/run_a/attempt_0/1/stderr.log", waiting.to_owned()),
+        ("node-b/console.log", failed.to_owned()),
+        ("node-b/logs/run_b/attempt_0/2/error.json", error.to_owned()),
+    ]);
+    assert_eq!(first(&d).rank, Some(6));
+    assert_eq!(d.cascades.len(), 1, "{:#?}", d.cascades);
+    assert_eq!(d.cascades[0].ranks, vec![1]);
+    assert!(
+        !d.warnings.iter().any(|w| w.code == "global_rank_unknown"),
+        "{:?}",
+        d.warnings
+    );
+    // Another host's row of the same local rank is not taken for it.
+    let d = diagnose(&[
+        (
+            "node-b/console.log",
+            failed.replace("local_rank: 2", "local_rank: 1"),
+        ),
+        ("node-a/logs/run_a/attempt_0/1/stderr.log", waiting.to_owned()),
+    ]);
+    assert!(d.warnings.iter().any(|w| w.code == "global_rank_unknown"));
 }
 
 #[test]

@@ -347,7 +347,7 @@ impl State {
 
     /// Gives each torchrun worker folder its global rank, from its files' `[rankN]:` prefixes or
     /// from torchrun's summary (a row whose error file lies in the folder, or the row of the same
-    /// host and local rank). A folder's local rank is never taken for its global rank: on a
+    /// host and local rank, the host named by the summary or by the folder's own lines). A folder's local rank is never taken for its global rank: on a
     /// multi-node job they differ. A folder left without one keeps its failure as a failure of an
     /// unknown rank, and says so.
     pub fn resolve_slots(&mut self) {
@@ -396,7 +396,9 @@ impl State {
             let Some(mut state) = self.ranks.remove(&key) else {
                 continue;
             };
-            let host = agent_host.get(&slot.agent).cloned();
+            // The folder's host: its agent's (from a summary row naming a file in it), else the
+            // one its own lines print (NCCL's `host:pid:tid [dev]` prefix).
+            let host = agent_host.get(&slot.agent).or(state.host.as_ref()).cloned();
             let global = resolved.get(&slot).copied().or_else(|| {
                 host.as_ref()
                     .and_then(|h| host_local.get(&(h.clone(), slot.local_rank)).copied())
@@ -406,7 +408,16 @@ impl State {
             }
             keys.insert(key, global);
             match global {
-                Some(global) => self.rank(global).absorb(state),
+                Some(global) => {
+                    if let Some(own) = &mut state.own {
+                        for e in &mut own.evidence {
+                            if e.rank == Some(key) {
+                                e.rank = Some(global);
+                            }
+                        }
+                    }
+                    self.rank(global).absorb(state);
+                }
                 None => {
                     self.warnings.push(Warning::new(
                         "global_rank_unknown",

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, Input};
+use aho_corasick::{AhoCorasick, Input, MatchKind};
 use memchr::{memchr, memchr_iter, memrchr};
 
 use super::signals::{self, Signal};
@@ -25,9 +25,15 @@ const MAX_LINE: usize = 64 << 10;
 const LOOK_BACK_LINES: usize = 40;
 
 static TRIGGERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    // Leftmost-first: any trigger in a line will do, and this match kind lets the automaton skip
+    // ahead with its vectorised (Teddy) prefilter; the standard kind has none for this many
+    // triggers and walks every byte (on a 1 GB bundle it cost twice the single-log analysis).
     // The triggers are constants of `signals`; the tests build this automaton.
     #[allow(clippy::expect_used)]
-    AhoCorasick::new(signals::TRIGGERS).expect("the trigger automaton builds")
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostFirst)
+        .build(signals::TRIGGERS)
+        .expect("the trigger automaton builds")
 });
 
 /// One line worth reading, and what it says.
