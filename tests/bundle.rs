@@ -377,3 +377,47 @@ fn an_agents_silent_worker_folder_takes_its_rank_from_its_other_folders_only_whe
         .unwrap_or_else(|| panic!("{:?}", disagreeing.files));
     assert!(silent.ranks.is_empty(), "{:?}", silent.ranks);
 }
+
+#[test]
+fn a_rank_whose_error_file_holds_only_the_message_takes_its_cause_from_the_assertion_in_its_stderr() {
+    // torchrun's error file: the exception message only, and the earliest time of the rank.
+    let error = r#"{"message": {"message": "RuntimeError: CUDA error: device-side assert triggered", "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File \"train.py\", line 187, in main\n    loss = model(**batch).loss\nRuntimeError: CUDA error: device-side assert triggered\n", "timestamp": "1795757937"}}}"#;
+    // Its stderr, stamped a second later: the assertion that names the kernel, then the traceback.
+    let stderr = [
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1236: indexSelectLargeIndex: block: [190,0,0], thread: [32,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1236: indexSelectLargeIndex: block: [190,0,0], thread: [33,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+        "Traceback (most recent call last):",
+        "  File \"train.py\", line 187, in main",
+        "    loss = model(**batch).loss",
+        "RuntimeError: CUDA error: device-side assert triggered",
+    ]
+    .iter()
+    .map(|line| format!("2026-11-27T05:38:58.0000000Z {line}\n"))
+    .collect::<String>();
+    let summary = "Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-27_05:38:58\n  host      : node-a\n  rank      : 3 (local_rank: 3)\n  exitcode  : 1 (pid: 4103)\n  error_file: /tmp/logs/run_a/attempt_0/3/error.json\n  traceback : RuntimeError: CUDA error: device-side assert triggered\n============================================================\n";
+    let d = diagnose(&[
+        ("node-a/console.log", summary.to_owned()),
+        ("node-a/logs/run_a/attempt_0/3/error.json", error.to_owned()),
+        ("node-a/logs/run_a/attempt_0/3/stderr.log", stderr),
+    ]);
+    let f = first(&d);
+    assert_eq!(f.rank, Some(3));
+    let cause = f.cause.as_ref().unwrap_or_else(|| panic!("no cause: {f:#?}"));
+    assert_eq!(
+        (cause.rule.as_str(), cause.confidence),
+        ("assert.index_select", Confidence::High),
+        "{f:#?}"
+    );
+    assert!(f.summary.contains(&cause.title), "{}", f.summary);
+    // The time is still the rank's earliest: the error file's.
+    assert_eq!(f.at_us, Some(1_795_757_937_000_000));
+    let files: Vec<&str> = f.evidence.iter().map(|e| e.file.as_str()).collect();
+    assert_eq!(
+        files,
+        vec![
+            "node-a/logs/run_a/attempt_0/3/stderr.log",
+            "node-a/logs/run_a/attempt_0/3/error.json (py_callstack)",
+        ],
+        "the evidence of the file that names the cause, then of the one that gave the time"
+    );
+}

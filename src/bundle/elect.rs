@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::merge::UNKNOWN_PG;
-use super::merge::{CascadeEvent, CascadeKind, OwnFault, Place, RankState, State};
+use super::merge::{CascadeEvent, CascadeKind, Place, RankState, State};
+use super::own::OwnFault;
 use super::stamp::FALLBACK_YEAR;
 use crate::model::{
     BUNDLE_FORMAT_VERSION, BundleDiagnosis, Cascade, ClockOffset, CollectiveCall, CollectiveRef, Confidence,
@@ -707,10 +708,14 @@ fn own_fault(
         at_us: at,
         confidence,
         reasons,
-        evidence: vec![FileEvidence {
-            file: own.place.file.clone(),
-            lines: own.evidence.iter().take(6).cloned().collect(),
-        }],
+        evidence: own
+            .evidence
+            .iter()
+            .map(|e| FileEvidence {
+                file: e.file.clone(),
+                lines: e.lines.iter().take(6).cloned().collect(),
+            })
+            .collect(),
     }
 }
 

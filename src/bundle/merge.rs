@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::detect::{Detected, Slot, dump_rank_from_name, host_from_name, rank_from_name, torchrun_slot};
+use super::own::{OwnFault, combine};
 use super::scan::{LineFact, LogFacts};
 use super::signals::Signal;
 use super::sources::{self, Dump, HealthFailure};
@@ -57,21 +58,6 @@ pub struct Place {
     pub when: Option<When>,
     /// Host, when the line or its file says.
     pub host: Option<String>,
-}
-
-/// A rank's own failure.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OwnFault {
-    /// Taxonomy class, or the exception type when no rule names it.
-    pub class: String,
-    /// Where.
-    pub place: Place,
-    /// The finding of the single-log diagnosis, when a rule named it.
-    pub finding: Option<Finding>,
-    /// Evidence lines.
-    pub evidence: Vec<EvidenceLine>,
-    /// The local rank, for a failure whose global rank is not known (a launcher's exit line).
-    pub local_rank: Option<u32>,
 }
 
 /// What a cascade event is.
@@ -174,7 +160,7 @@ impl RankState {
         self.files.extend(other.files);
         self.has_log |= other.has_log;
         if let Some(own) = other.own {
-            keep_earliest(&mut self.own, own);
+            combine(&mut self.own, own);
         }
         for c in other.cascades {
             push_cascade(self, c);
@@ -410,7 +396,7 @@ impl State {
             match global {
                 Some(global) => {
                     if let Some(own) = &mut state.own {
-                        for e in &mut own.evidence {
+                        for e in own.lines_mut() {
                             if e.rank == Some(key) {
                                 e.rank = Some(global);
                             }
@@ -428,7 +414,7 @@ impl State {
                         None,
                     ));
                     if let Some(mut own) = state.own {
-                        for e in &mut own.evidence {
+                        for e in own.lines_mut() {
                             e.rank = None;
                         }
                         own.place.host = own.place.host.or(state.host);
@@ -565,18 +551,18 @@ impl State {
             if state.own.is_some() || !state.cascades.is_empty() {
                 continue;
             }
-            state.own = Some(OwnFault {
-                local_rank: None,
-                class: signal.to_owned(),
-                place: exit.place.clone(),
-                finding: None,
-                evidence: vec![EvidenceLine {
-                    line: exit.place.line,
-                    text: exit.place.text.clone(),
-                    rank: Some(*rank),
-                    repeats: None,
-                }],
-            });
+            let line = EvidenceLine {
+                line: exit.place.line,
+                text: exit.place.text.clone(),
+                rank: Some(*rank),
+                repeats: None,
+            };
+            state.own = Some(OwnFault::new(
+                signal.to_owned(),
+                exit.place.clone(),
+                None,
+                vec![line],
+            ));
         }
     }
 
@@ -603,17 +589,15 @@ impl State {
                     let Some(signal) = exit.signal.as_deref().filter(|s| FATAL_SIGNALS.contains(s)) else {
                         continue;
                     };
+                    let line = EvidenceLine {
+                        line: exit.place.line,
+                        text: exit.place.text.clone(),
+                        rank: None,
+                        repeats: None,
+                    };
                     self.unranked.push(OwnFault {
-                        class: signal.to_owned(),
-                        evidence: vec![EvidenceLine {
-                            line: exit.place.line,
-                            text: exit.place.text.clone(),
-                            rank: None,
-                            repeats: None,
-                        }],
-                        place: exit.place,
-                        finding: None,
                         local_rank: Some(local),
+                        ..OwnFault::new(signal.to_owned(), exit.place, None, vec![line])
                     });
                 }
                 _ => {}
@@ -739,17 +723,14 @@ impl State {
             own_fault_of(rules, &analysis, rank, traceback).or_else(|| {
                 let class = error.message.split(':').next().unwrap_or("").trim();
                 let class = class.rsplit('.').next().unwrap_or(class);
-                (!class.is_empty() && !LAUNCHER_EXCEPTIONS.contains(&class)).then(|| OwnFault {
-                    local_rank: None,
-                    class: class.to_owned(),
-                    place: place.clone(),
-                    finding: None,
-                    evidence: vec![EvidenceLine {
+                (!class.is_empty() && !LAUNCHER_EXCEPTIONS.contains(&class)).then(|| {
+                    let line = EvidenceLine {
                         line: 0,
                         text: place.text.clone(),
                         rank,
                         repeats: None,
-                    }],
+                    };
+                    OwnFault::new(class.to_owned(), place.clone(), None, vec![line])
                 })
             })
         };
@@ -767,7 +748,7 @@ impl State {
         let state = self.rank(rank);
         state.files.insert(name.to_owned());
         if let Some(own) = own {
-            keep_earliest(&mut state.own, own);
+            combine(&mut state.own, own);
         }
         if let Some(c) = cascade
             && state.cascades.len() < MAX_CASCADE_EVENTS
@@ -902,13 +883,12 @@ impl State {
                 continue;
             }
             let place = self.place_at(name, &facts, rank, first.line, &first.text);
-            let own = OwnFault {
-                local_rank: None,
-                class: finding.class.clone(),
+            let own = OwnFault::new(
+                finding.class.clone(),
                 place,
-                finding: Some(finding.clone()),
-                evidence: finding.evidence.clone(),
-            };
+                Some(finding.clone()),
+                finding.evidence.clone(),
+            );
             self.own(rank, own);
         }
         for event in &analysis.parsed.events {
@@ -934,18 +914,13 @@ impl State {
             owned.insert(rank);
             let text = clip_text(&exception.line_text());
             let place = self.place_at(name, &facts, rank, exception.line, &text);
-            let own = OwnFault {
-                local_rank: None,
-                class: short.to_owned(),
-                place,
-                finding: None,
-                evidence: vec![EvidenceLine {
-                    line: exception.line,
-                    text,
-                    rank,
-                    repeats: None,
-                }],
+            let line = EvidenceLine {
+                line: exception.line,
+                text,
+                rank,
+                repeats: None,
             };
+            let own = OwnFault::new(short.to_owned(), place, None, vec![line]);
             self.own(rank, own);
         }
         for rank in &seen_ranks {
@@ -985,7 +960,7 @@ impl State {
 
     fn own(&mut self, rank: Option<u32>, own: OwnFault) {
         match rank {
-            Some(rank) => keep_earliest(&mut self.rank(rank).own, own),
+            Some(rank) => combine(&mut self.rank(rank).own, own),
             None => self.unranked.push(own),
         }
     }
@@ -1321,23 +1296,6 @@ fn place_of(name: &str, fact: &LineFact, host: Option<String>) -> Place {
     }
 }
 
-/// Keeps the earlier of two own failures (one without a time stays unless the other has one).
-fn keep_earliest(slot: &mut Option<OwnFault>, new: OwnFault) {
-    let earlier = match slot {
-        None => true,
-        Some(old) => match (&old.place.when, &new.place.when) {
-            (Some(a), Some(b)) => {
-                b.wall.to_us(super::stamp::FALLBACK_YEAR) < a.wall.to_us(super::stamp::FALLBACK_YEAR)
-            }
-            (None, Some(_)) => old.finding.is_none() && new.finding.is_some(),
-            _ => false,
-        },
-    };
-    if earlier {
-        *slot = Some(new);
-    }
-}
-
 /// The cascade event a failure's text is, if it is one (a timeout, a lost peer, a mismatch).
 fn cascade_of_text(text: &str, place: Place) -> Option<CascadeEvent> {
     super::signals::read(text).into_iter().find_map(|s| {
@@ -1383,11 +1341,10 @@ fn own_fault_of(rules: &RuleSet, analysis: &Analysis, rank: Option<u32>, place: 
     for e in &mut evidence {
         e.rank = e.rank.or(rank);
     }
-    Some(OwnFault {
-        local_rank: None,
-        class: finding.class.clone(),
+    Some(OwnFault::new(
+        finding.class.clone(),
         place,
-        finding: Some(finding.clone()),
+        Some(finding.clone()),
         evidence,
-    })
+    ))
 }

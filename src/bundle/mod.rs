@@ -12,6 +12,7 @@ mod archive;
 mod detect;
 mod elect;
 mod merge;
+mod own;
 pub mod pickle;
 pub mod render;
 mod scan;
