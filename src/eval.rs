@@ -261,6 +261,7 @@ mod tests {
                     summary: String::new(),
                     severity: Severity::Error,
                     role: Role::Root,
+                    origin: Default::default(),
                     symptom_of: None,
                     confidence: *confidence,
                     confidence_reasons: vec![],

@@ -3,8 +3,10 @@
 //! One streaming pass normalizes the candidate lines, finds the parser's triggers and the rule
 //! patterns on each with one set, and feeds them to the parser (events) and to the rule matcher
 //! (pattern hits); then the matching rules become findings, ranked root causes first, with their
-//! templates filled from the captured values, and the diagnosis gets its fingerprint.
+//! templates filled from the captured values, and the diagnosis gets its fingerprint. Where the
+//! specific rules find no root cause, the class detectors read the log's end ([`fallback`]).
 
+pub mod fallback;
 mod fingerprint;
 mod lines;
 mod rank;
@@ -15,11 +17,15 @@ pub use lines::LineAnalyzer;
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use crate::model::{Cause, DIAGNOSIS_FORMAT_VERSION, Diagnosis, EventKind, EvidenceLine, Finding, Fix, Role};
+use crate::model::{
+    Cause, DIAGNOSIS_FORMAT_VERSION, Diagnosis, EventKind, EvidenceLine, Finding, FindingOrigin, Fix, Role,
+    Warning,
+};
 use crate::parse::Parsed;
 use crate::rules::matcher::Match;
 use crate::rules::{Rule, RuleSet};
 use crate::scan;
+use fallback::Window;
 
 /// A diagnosis with the parse it was made from.
 #[derive(Debug, Clone)]
@@ -43,8 +49,10 @@ pub fn analyze_reader<R: Read + Send>(rules: &RuleSet, mut reader: R) -> std::io
     }
     let prefilter = prefilter_for_large_input(rules);
     let mut sink = LineAnalyzer::new(rules);
-    let stats = scan::scan(std::io::Cursor::new(head).chain(reader), prefilter, &mut sink)?;
-    Ok(finish(rules, sink, stats))
+    let mut input = scan::Tail::new(std::io::Cursor::new(head).chain(reader), Window::KEEP);
+    let stats = scan::scan(&mut input, prefilter, &mut sink)?;
+    let (end, total) = input.into_kept();
+    Ok(finish(rules, sink, stats, Window::from_tail(&end, total)))
 }
 
 /// Analyzes a log held in memory.
@@ -56,7 +64,7 @@ pub fn analyze_bytes(rules: &RuleSet, bytes: &[u8]) -> Analysis {
     };
     let mut sink = LineAnalyzer::new(rules);
     let stats = scan::scan_slice(bytes, prefilter, &mut sink);
-    finish(rules, sink, stats)
+    finish(rules, sink, stats, Window::of(bytes))
 }
 
 /// Analyzes a log reading every line, without the prefilter: the reference the prefilter must
@@ -64,7 +72,7 @@ pub fn analyze_bytes(rules: &RuleSet, bytes: &[u8]) -> Analysis {
 pub fn analyze_every_line(rules: &RuleSet, bytes: &[u8]) -> Analysis {
     let mut sink = LineAnalyzer::new(rules);
     let stats = scan::scan_slice(bytes, &scan::EVERY_LINE, &mut sink);
-    finish(rules, sink, stats)
+    finish(rules, sink, stats, Window::of(bytes))
 }
 
 /// The prefilter of the rule base (built now, beside the line set); the parser's own when the
@@ -80,18 +88,19 @@ fn prefilter_for_large_input(rules: &RuleSet) -> &scan::Prefilter {
     }
 }
 
-fn finish(rules: &RuleSet, sink: LineAnalyzer<'_>, stats: scan::ScanStats) -> Analysis {
+fn finish(rules: &RuleSet, sink: LineAnalyzer<'_>, stats: scan::ScanStats, end: Window<'_>) -> Analysis {
     let (parser, matcher) = sink.into_parts();
     let mut parsed = parser.finish(stats);
     if let Err(e) = rules.automata() {
-        parsed.warnings.push(crate::model::Warning::new(
-            "rules_unavailable",
-            e.to_string(),
-            None,
-        ));
+        parsed
+            .warnings
+            .push(Warning::new("rules_unavailable", e.to_string(), None));
     }
     let matches = matcher.evaluate(&parsed);
-    let diagnosis = diagnose(rules, &parsed, matches);
+    let diagnosis = diagnose(rules, &parsed, matches, || {
+        fallback::detect(rules, end, parsed.lines, &parsed)
+            .map_err(|e| Warning::new("detectors_unavailable", e.to_string(), None))
+    });
     Analysis { diagnosis, parsed }
 }
 
@@ -100,27 +109,40 @@ pub fn analyze_str(rules: &RuleSet, text: &str) -> Diagnosis {
     analyze_bytes(rules, text.as_bytes()).diagnosis
 }
 
-fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis {
+/// The findings of the specific rules' `matches`, ranked; where none is a root cause or a
+/// symptom, `detect` runs the class detectors and their findings join them.
+fn diagnose(
+    rules: &RuleSet,
+    parsed: &Parsed,
+    matches: Vec<Match>,
+    detect: impl FnOnce() -> Result<Vec<Match>, Warning>,
+) -> Diagnosis {
     let environment = environment(parsed);
     let unexplained = unexplained_final_error(parsed, &matches);
-    let findings = matches
-        .into_iter()
-        .map(|m| {
-            // Seen only in warnings, all before a failure no rule explains: context.
-            let before = unexplained
-                .as_ref()
-                .filter(|error| m.only_warnings && m.evidence.iter().all(|e| e.line < error.line));
-            let mut f = finding(&rules.rules()[m.rule], m, &environment);
-            if let Some(error) = before {
-                f.role = Role::Context;
-                f.confidence_reasons.push(format!(
-                    "a warning before another failure (line {}: {})",
-                    error.line, error.text
-                ));
-            }
-            f
-        })
-        .collect();
+    let to_finding = |m: Match| {
+        // Seen only in warnings, all before a failure no rule explains: context.
+        let before = unexplained
+            .as_ref()
+            .filter(|error| m.only_warnings && m.evidence.iter().all(|e| e.line < error.line));
+        let mut f = finding(&rules.rules()[m.rule], m, &environment);
+        if let Some(error) = before {
+            f.role = Role::Context;
+            f.confidence_reasons.push(format!(
+                "a warning before another failure (line {}: {})",
+                error.line, error.text
+            ));
+        }
+        f
+    };
+    let mut findings: Vec<Finding> = matches.into_iter().map(to_finding).collect();
+    let mut warnings = parsed.warnings.clone();
+    if findings.iter().all(|f| f.role == Role::Context) {
+        // No specific rule explains the log: the class detectors get their turn.
+        match detect() {
+            Ok(found) => findings.extend(found.into_iter().map(to_finding)),
+            Err(warning) => warnings.push(warning),
+        }
+    }
     let no_yields: &[String] = &[];
     let findings = rank::rank(findings, |id| rules.rule(id).map_or(no_yields, |r| &r.yields_to));
     // Only where nothing else is named: a diagnosed log's last error is often the same failure
@@ -137,7 +159,7 @@ fn diagnose(rules: &RuleSet, parsed: &Parsed, matches: Vec<Match>) -> Diagnosis 
         findings,
         unexplained_error,
         environment,
-        warnings: parsed.warnings.clone(),
+        warnings,
         replay: None,
     }
 }
@@ -182,6 +204,11 @@ fn finding(rule: &Rule, m: Match, environment: &BTreeMap<String, Vec<String>>) -
         }
     }
     let mut reasons = vec![base_reason(rule)];
+    if rule.origin == FindingOrigin::Detector {
+        reasons.push(
+            "recognized by a class detector from the failure's vocabulary: no specific rule knows this wording yet".to_owned(),
+        );
+    }
     reasons.extend(m.reasons);
     Finding {
         rule: rule.id.clone(),
@@ -190,6 +217,7 @@ fn finding(rule: &Rule, m: Match, environment: &BTreeMap<String, Vec<String>>) -
         summary: rule.summary.render(&values),
         severity: rule.severity,
         role: rule.role,
+        origin: rule.origin,
         symptom_of: None,
         confidence: m.confidence,
         confidence_reasons: reasons,

@@ -93,6 +93,7 @@ mod tests {
             summary: String::new(),
             severity: Severity::Error,
             role,
+            origin: Default::default(),
             symptom_of: None,
             confidence: Confidence::High,
             confidence_reasons: vec![],

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{Confidence, Role};
+use crate::model::{Confidence, FindingOrigin, Role};
 
 fn rules() -> RuleSet {
     RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"))
@@ -10,7 +10,7 @@ fn analyze_with_the_prefilter_on_one_thread(rules: &RuleSet, log: &[u8]) -> Anal
     let mut sink = LineAnalyzer::new(rules);
     let prefilter = rules.prefilter().unwrap_or_else(|e| panic!("{e}"));
     let stats = scan::scan_slice_one_thread(log, prefilter, &mut sink);
-    finish(rules, sink, stats)
+    finish(rules, sink, stats, Window::of(log))
 }
 
 /// Asserts that two analyses found the same events and made the same diagnosis.
@@ -206,4 +206,138 @@ fn a_log_read_from_a_stream_gets_the_diagnosis_of_its_bytes_in_memory_whatever_i
         assert!(!in_memory.diagnosis.findings.is_empty(), "{len} bytes");
         assert_same_analysis(&streamed, &in_memory, &format!("{len} bytes"));
     }
+}
+
+/// Detector findings of a diagnosis: (rule, role, confidence, first evidence line).
+fn detector_findings(d: &Diagnosis) -> Vec<(&str, Role, Confidence, Option<u64>)> {
+    d.findings
+        .iter()
+        .filter(|f| f.origin == FindingOrigin::Detector)
+        .map(|f| {
+            (
+                f.rule.as_str(),
+                f.role,
+                f.confidence,
+                f.evidence.first().map(|e| e.line),
+            )
+        })
+        .collect()
+}
+
+const UNKNOWN_WORDING: &str = "init: failed to create a gpu context, code 999\n";
+
+#[test]
+fn a_log_no_specific_rule_explains_gets_the_class_detectors_finding_marked_as_a_detectors() {
+    let d = analyze_str(&rules(), UNKNOWN_WORDING);
+    assert_eq!(
+        detector_findings(&d),
+        vec![("detect.driver_unknown", Role::Root, Confidence::Low, Some(1))]
+    );
+    assert!(d.is_diagnosed());
+    assert!(d.unexplained_error.is_none());
+}
+
+#[test]
+fn a_log_a_specific_rule_explains_is_never_read_by_the_detectors() {
+    // The detector's line is there, after a failure a specific rule names.
+    let log = format!("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n{UNKNOWN_WORDING}");
+    let d = analyze_str(&rules(), &log);
+    assert_eq!(d.primary().map(|f| f.rule.as_str()), Some("oom.gpu_oom"));
+    assert!(detector_findings(&d).is_empty(), "{:?}", detector_findings(&d));
+}
+
+#[test]
+fn a_detector_reads_the_end_of_a_long_log_and_numbers_its_evidence_as_the_logs_lines() {
+    let rules = rules();
+    let mut log = Vec::new();
+    let mut lines = 0u64;
+    while log.len() <= fallback::WINDOW_BYTES + (1 << 20) {
+        log.extend_from_slice(b"step 1200: loss 0.4812, lr 3.0e-05, tokens/s 18211\n");
+        lines += 1;
+    }
+    log.extend_from_slice(UNKNOWN_WORDING.as_bytes());
+    let in_memory = analyze_bytes(&rules, &log);
+    assert_eq!(
+        detector_findings(&in_memory.diagnosis),
+        vec![(
+            "detect.driver_unknown",
+            Role::Root,
+            Confidence::Low,
+            Some(lines + 1)
+        )]
+    );
+    let streamed = analyze_reader(&rules, &log[..]).unwrap_or_else(|e| panic!("{e}"));
+    assert_same_analysis(&streamed, &in_memory, "a streamed log longer than the window");
+}
+
+#[test]
+fn a_detector_line_before_the_window_of_a_long_log_is_not_read() {
+    let rules = rules();
+    let mut log = UNKNOWN_WORDING.as_bytes().to_vec();
+    while log.len() <= fallback::WINDOW_BYTES + 64 {
+        log.extend_from_slice(b"step 1200: loss 0.4812, lr 3.0e-05, tokens/s 18211\n");
+    }
+    let d = analyze_bytes(&rules, &log).diagnosis;
+    assert!(detector_findings(&d).is_empty(), "{:?}", detector_findings(&d));
+    let streamed = analyze_reader(&rules, &log[..]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        serde_json::to_value(&streamed.diagnosis).ok(),
+        serde_json::to_value(&d).ok()
+    );
+}
+
+#[test]
+fn same_line_patterns_must_all_match_the_one_line_an_any_pattern_matches() {
+    let file = |relative: &str, text: &str| crate::rules::RuleFile {
+        relative: relative.to_owned(),
+        display: relative.to_owned(),
+        text: text.to_owned(),
+    };
+    let rule = r#"
+id = "test.shared"
+class = "cuda.oom"
+title = "Memory words and a GPU on one line"
+summary = "Memory ran out."
+severity = "error"
+priority = 35
+role = "root"
+confidence = "medium"
+
+[match]
+any = ['(?i)out of memory']
+same_line = ['(?i)\bgpu\b', '\d']
+
+[[cause]]
+title = "Too large"
+detail = "Lower the batch size."
+
+[[fix]]
+title = "Halve the batch size"
+
+[[example]]
+name = "one line"
+log = "engine: out of memory on gpu 0"
+expect = { matched = true }
+"#;
+    let rules = RuleSet::from_files(
+        &file("taxonomy.toml", include_str!("../../rules/taxonomy.toml")),
+        &[file("test/shared.toml", rule)],
+        "test",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rule_of = |log: &str| analyze_str(&rules, log).primary().map(|f| f.rule.clone());
+    assert_eq!(
+        rule_of("engine: out of memory on gpu 0\n").as_deref(),
+        Some("test.shared")
+    );
+    assert_eq!(
+        rule_of("engine: out of memory\nrunning on gpu 0\n"),
+        None,
+        "the words on two lines"
+    );
+    assert_eq!(
+        rule_of("engine: out of memory on the gpu\nengine: out of memory at step 3\n"),
+        None,
+        "each same_line pattern on another `any` line"
+    );
 }

@@ -69,6 +69,20 @@ pub enum EvidenceTier {
     Refuted,
 }
 
+/// What produced a finding: a rule written for the failure's wording, or a class detector that
+/// recognized the class by its vocabulary (a sign that a specific rule should be written, with
+/// the log as its example).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingOrigin {
+    /// A specific rule (`rules/<area>/*.toml`).
+    #[default]
+    Rule,
+    /// A class detector (`rules/detect/*.toml`), run only over a log no specific rule explains;
+    /// never at high confidence.
+    Detector,
+}
+
 /// One line of the log that supports a finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EvidenceLine {
@@ -206,6 +220,9 @@ pub struct Finding {
     pub severity: Severity,
     /// Role after ranking (a root that yielded to another root becomes a symptom).
     pub role: Role,
+    /// A specific rule's finding, or a class detector's.
+    #[serde(default)]
+    pub origin: FindingOrigin,
     /// The rule id of the root cause this finding is a symptom of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symptom_of: Option<String>,

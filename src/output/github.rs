@@ -2,7 +2,7 @@
 //! so a CI job's summary shows the diagnosis next to the log; a log with no diagnosis gets a
 //! notice at the error it ends with.
 
-use crate::model::{Diagnosis, Role, Severity, Verdict};
+use crate::model::{Diagnosis, FindingOrigin, Role, Severity, Verdict};
 use crate::replay::summary;
 
 /// Renders the annotations; `source` is the log's path as the job sees it (or `-`).
@@ -23,8 +23,12 @@ pub fn github_annotations(diagnosis: &Diagnosis, source: &str) -> String {
         if let Some(fix) = f.fixes.first() {
             message.push_str(&format!("\nFix: {}", fix.title));
         }
+        let by = match f.origin {
+            FindingOrigin::Rule => "rule",
+            FindingOrigin::Detector => "class detector",
+        };
         message.push_str(&format!(
-            "\n(class {}, rule {}, confidence {:?})",
+            "\n(class {}, {by} {}, confidence {:?})",
             f.class, f.rule, f.confidence
         ));
         out.push_str(&annotation(

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::model::{Confidence, Diagnosis, Finding, Role};
+use crate::model::{Confidence, Diagnosis, Finding, FindingOrigin, Role};
 
 /// Evidence lines shown per finding.
 const SHOWN_EVIDENCE: usize = 4;
@@ -59,8 +59,20 @@ fn write_finding(out: &mut String, f: &Finding, primary: bool) {
         Confidence::Medium => "medium",
         Confidence::Low => "low",
     };
-    let _ = writeln!(out, "{role} [{confidence} confidence] {}", f.title);
-    let _ = writeln!(out, "  class {} · rule {}", f.class, f.rule);
+    match f.origin {
+        FindingOrigin::Rule => {
+            let _ = writeln!(out, "{role} [{confidence} confidence] {}", f.title);
+            let _ = writeln!(out, "  class {} · rule {}", f.class, f.rule);
+        }
+        FindingOrigin::Detector => {
+            let _ = writeln!(out, "{role} [{confidence} confidence, detector] {}", f.title);
+            let _ = writeln!(
+                out,
+                "  class {} · detector {} (no specific rule knows this wording: write one)",
+                f.class, f.rule
+            );
+        }
+    }
     if let Some(of) = &f.symptom_of {
         let _ = writeln!(out, "  symptom of {of}");
     }

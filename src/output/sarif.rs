@@ -55,6 +55,7 @@ pub fn sarif(diagnosis: &Diagnosis, source: &str) -> String {
                 "properties": {
                     "class": f.class,
                     "role": f.role,
+                    "origin": f.origin,
                     "confidence": f.confidence,
                     "captures": f.captures,
                 },

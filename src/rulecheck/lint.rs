@@ -116,7 +116,11 @@ fn positive_lines(rule: &Rule) -> Vec<String> {
 
 fn silent_patterns(rules: &RuleSet, rule: &Rule) -> Vec<String> {
     let lines = positive_lines(rule);
-    let fields = [("match.any", &rule.any), ("match.all", &rule.all)];
+    let fields = [
+        ("match.any", &rule.any),
+        ("match.all", &rule.all),
+        ("match.same_line", &rule.same_line),
+    ];
     let mut out = Vec::new();
     for (field, ids) in fields {
         for (i, &p) in ids.iter().enumerate() {

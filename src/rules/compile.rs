@@ -13,7 +13,7 @@ use super::spec::{CublasSpec, ExampleSpec, RuleSpec};
 use super::template::Template;
 use super::version::VersionReq;
 use super::{LoadError, PatternTable};
-use crate::model::{Confidence, EnvKey, MemoryKind, ReplaySpec, Role, Severity};
+use crate::model::{Confidence, EnvKey, FindingOrigin, MemoryKind, ReplaySpec, Role, Severity};
 
 /// A cause ready to render.
 #[derive(Debug, Clone)]
@@ -57,6 +57,9 @@ pub struct Rule {
     pub file: String,
     /// Taxonomy class.
     pub class: String,
+    /// A specific rule, or a class detector (`rules/detect/`: run only over logs no specific
+    /// rule explains).
+    pub origin: FindingOrigin,
     /// Title.
     pub title: String,
     /// Summary template.
@@ -77,6 +80,8 @@ pub struct Rule {
     pub any: Vec<usize>,
     /// `match.all` patterns.
     pub all: Vec<usize>,
+    /// `match.same_line` patterns.
+    pub same_line: Vec<usize>,
     /// `match.not` patterns.
     pub not: Vec<usize>,
     /// `match.within`.
@@ -107,6 +112,7 @@ impl Rule {
         self.any
             .iter()
             .chain(&self.all)
+            .chain(&self.same_line)
             .chain(&self.not)
             .copied()
             .chain(self.extract.iter().map(|(_, p)| *p))
@@ -171,6 +177,40 @@ pub fn id_from_path(relative: &str) -> String {
     relative.trim_end_matches(".toml").replace(['/', '\\'], ".")
 }
 
+/// The folder of the rules directory that holds the class detectors.
+pub const DETECTOR_AREA: &str = "detect";
+
+/// What a rule file is by its path: a class detector under `detect/`, a specific rule elsewhere.
+pub fn origin_from_path(relative: &str) -> FindingOrigin {
+    match relative.split_once(['/', '\\']) {
+        Some((DETECTOR_AREA, _)) => FindingOrigin::Detector,
+        _ => FindingOrigin::Rule,
+    }
+}
+
+/// What a class detector may not be: it runs only over the lines of a log that no specific rule
+/// explains, so it is never sure (never `high`), always a root cause, and reads lines only.
+fn check_detector(e: &mut Errors<'_>, spec: &RuleSpec, has_events: bool) {
+    if spec.confidence == Confidence::High {
+        e.push(
+            "confidence",
+            "a class detector is never \"high\": it recognizes a class by its vocabulary, not a failure by its wording (write a specific rule for that)",
+        );
+    }
+    if spec.role != Role::Root {
+        e.push(
+            "role",
+            "a class detector is a \"root\" finding (it runs only where no root cause was found)",
+        );
+    }
+    if has_events {
+        e.push(
+            "match",
+            "a class detector reads lines only (any, all, same_line, not, within): event conditions belong in a specific rule",
+        );
+    }
+}
+
 /// Compiles one rule; problems are appended to `errors`.
 pub(super) fn compile_rule(
     spec: RuleSpec,
@@ -185,6 +225,7 @@ pub(super) fn compile_rule(
         rule: spec.id.clone(),
         found: Vec::new(),
     };
+    let origin = origin_from_path(relative);
     let expected_id = id_from_path(relative);
     if spec.id != expected_id {
         e.push("id", format!("must be {expected_id:?}, the id its path gives"));
@@ -209,13 +250,23 @@ pub(super) fn compile_rule(
     let m = &spec.conditions;
     let any = e.patterns("match.any", &m.any, table);
     let all = e.patterns("match.all", &m.all, table);
+    let same_line = e.patterns("match.same_line", &m.same_line, table);
     let not = e.patterns("match.not", &m.not, table);
     let events = compile_events(&mut e, &spec);
+    if origin == FindingOrigin::Detector {
+        check_detector(&mut e, &spec, !events.is_empty());
+    }
     if m.any.is_empty() && m.all.is_empty() && events.is_empty() {
         e.push("match", "needs at least one of any, all or an event condition");
     }
     if m.within.is_some() && (m.any.is_empty() || m.all.is_empty()) {
         e.push("match.within", "needs both any and all");
+    }
+    if !m.same_line.is_empty() && m.any.is_empty() {
+        e.push(
+            "match.same_line",
+            "needs any (the line they share is an `any` line)",
+        );
     }
     let versions = compile_versions(&mut e, &m.versions);
     let extract = spec
@@ -275,6 +326,7 @@ pub(super) fn compile_rule(
         id: spec.id,
         file: file.to_owned(),
         class: spec.class,
+        origin,
         title: spec.title,
         summary,
         severity: spec.severity,
@@ -285,6 +337,7 @@ pub(super) fn compile_rule(
         tags: spec.tags,
         any,
         all,
+        same_line,
         not,
         within: m.within,
         events,
@@ -408,6 +461,20 @@ fn compile_versions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_under_detect_are_class_detectors() {
+        assert_eq!(
+            origin_from_path("detect/accelerator_memory.toml"),
+            FindingOrigin::Detector
+        );
+        assert_eq!(
+            origin_from_path("detect\\dtype_pair.toml"),
+            FindingOrigin::Detector
+        );
+        assert_eq!(origin_from_path("oom/gpu_oom.toml"), FindingOrigin::Rule);
+        assert_eq!(origin_from_path("detector/x.toml"), FindingOrigin::Rule);
+    }
 
     #[test]
     fn ids_come_from_paths() {

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, VecDeque};
 use super::conditions::event_captures;
 use super::pattern::group_text;
 use super::{Rule, RuleSet};
-use crate::model::{Confidence, EnvKey, Event, EventKind, EvidenceLine};
+use crate::model::{Confidence, EnvKey, Event, EventKind, EvidenceLine, FindingOrigin};
 use crate::normalize::Level;
 use crate::normalize::Line;
 use crate::parse::{Parsed, advice_kind, is_warning_text};
@@ -141,19 +141,32 @@ pub struct Match {
     pub only_warnings: bool,
 }
 
-/// Streams lines, then evaluates the rules.
+/// Streams lines, then evaluates the rules of one origin: the specific rules, or the class
+/// detectors.
 #[derive(Debug)]
 pub struct Matcher<'r> {
     rules: &'r RuleSet,
+    /// Which rules it evaluates.
+    origin: FindingOrigin,
     /// Hits by pattern id.
     hits: Vec<Hits>,
 }
 
 impl<'r> Matcher<'r> {
-    /// A matcher for `rules` with no hits yet.
+    /// A matcher for the specific rules of `rules`, with no hits yet.
     pub fn new(rules: &'r RuleSet) -> Self {
+        Self::of(rules, FindingOrigin::Rule)
+    }
+
+    /// A matcher for the class detectors of `rules`, with no hits yet.
+    pub fn for_detectors(rules: &'r RuleSet) -> Self {
+        Self::of(rules, FindingOrigin::Detector)
+    }
+
+    fn of(rules: &'r RuleSet, origin: FindingOrigin) -> Self {
         Self {
             rules,
+            origin,
             hits: (0..rules.patterns().len()).map(|_| Hits::default()).collect(),
         }
     }
@@ -178,6 +191,7 @@ impl<'r> Matcher<'r> {
             .rules()
             .iter()
             .enumerate()
+            .filter(|(_, rule)| rule.origin == self.origin)
             .filter_map(|(i, rule)| self.evaluate_rule(i, rule, parsed))
             .collect()
     }
@@ -207,8 +221,21 @@ impl<'r> Matcher<'r> {
         if rule.all.iter().any(|&p| self.hits(p).total == 0) {
             return None;
         }
+        // With `same_line`, the one `any` line that holds them all anchors the rule.
+        let shared = if rule.same_line.is_empty() {
+            None
+        } else {
+            Some(self.shared_line(&any_hit, &rule.same_line)?)
+        };
+        let anchors: Vec<u64> = match &shared {
+            Some(hit) => vec![hit.line],
+            None => any_hit
+                .iter()
+                .flat_map(|&p| self.hits(p).all().map(|h| h.line))
+                .collect(),
+        };
         let all_hits = match rule.within {
-            Some(n) => self.hits_within(&any_hit, &rule.all, n)?,
+            Some(n) => self.hits_within(&anchors, &rule.all, n)?,
             None => rule
                 .all
                 .iter()
@@ -223,7 +250,15 @@ impl<'r> Matcher<'r> {
 
         let mut evidence: Vec<(EvidenceLine, bool)> = Vec::new();
         let mut captures = BTreeMap::new();
-        for &p in &any_hit {
+        if let Some(hit) = &shared {
+            for &p in any_hit.iter().chain(&rule.same_line) {
+                if self.hits(p).all().any(|h| h.line == hit.line) {
+                    capture_groups(self.rules, p, &hit.text, &mut captures);
+                }
+            }
+            evidence.push((evidence_line(hit, 1), hit.is_warning()));
+        }
+        for &p in any_hit.iter().filter(|_| shared.is_none()) {
             let hits = self.hits(p);
             if let Some(first) = hits.earliest() {
                 capture_groups(self.rules, p, &first.text, &mut captures);
@@ -278,12 +313,22 @@ impl<'r> Matcher<'r> {
         })
     }
 
-    /// For each `all` pattern, a hit within `n` lines of a hit of an `any` pattern.
-    fn hits_within(&self, any: &[usize], all: &[usize], n: u64) -> Option<Vec<Hit>> {
-        let anchors: Vec<u64> = any
-            .iter()
-            .flat_map(|&p| self.hits(p).all().map(|h| h.line))
-            .collect();
+    /// The first line matched by one of `any` (those that hit) and by every `same_line`
+    /// pattern.
+    fn shared_line(&self, any: &[usize], same_line: &[usize]) -> Option<Hit> {
+        any.iter()
+            .flat_map(|&p| self.hits(p).all())
+            .filter(|h| {
+                same_line
+                    .iter()
+                    .all(|&q| self.hits(q).all().any(|g| g.line == h.line))
+            })
+            .min_by_key(|h| h.line)
+            .cloned()
+    }
+
+    /// For each `all` pattern, a hit within `n` lines of one of the `anchors` lines.
+    fn hits_within(&self, anchors: &[u64], all: &[usize], n: u64) -> Option<Vec<Hit>> {
         all.iter()
             .map(|&p| {
                 self.hits(p)

@@ -7,6 +7,7 @@
 
 mod compile;
 pub mod conditions;
+pub mod detectors;
 pub mod matcher;
 pub mod oom_compare;
 pub mod pattern;
@@ -14,7 +15,8 @@ pub mod spec;
 pub mod template;
 pub mod version;
 
-pub use compile::{CompiledCause, CompiledFix, Rule, id_from_path};
+pub use compile::{CompiledCause, CompiledFix, DETECTOR_AREA, Rule, id_from_path, origin_from_path};
+pub use detectors::DetectorAutomata;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -25,6 +27,7 @@ use std::sync::OnceLock;
 use pattern::Pattern;
 use regex_syntax::hir::Hir;
 
+use crate::model::FindingOrigin;
 use crate::scan::{LineSet, Prefilter};
 use spec::{ClassSpec, RuleSpec, TaxonomySpec};
 
@@ -250,9 +253,13 @@ pub struct RuleSet {
     rules: Vec<Rule>,
     taxonomy_file: RuleFile,
     files: Vec<RuleFile>,
+    /// Every rule's line patterns: the specific rules' first (ids below `specific_patterns`),
+    /// then those only the class detectors use.
     patterns: PatternTable,
+    specific_patterns: usize,
     automata: OnceLock<Result<Automata, LoadError>>,
     prefilter: OnceLock<Result<Prefilter, LoadError>>,
+    detector_automata: OnceLock<Result<DetectorAutomata, LoadError>>,
     classes: Vec<ClassSpec>,
     origin: String,
 }
@@ -339,43 +346,60 @@ impl RuleSet {
         }
         let mut errors = Vec::new();
         let mut patterns = PatternTable::default();
-        let mut rules: Vec<Rule> = Vec::new();
-        for (file, spec) in files.iter().zip(parse_all(files)) {
-            let spec = match spec {
-                Ok(spec) => spec,
-                Err(e) => {
-                    errors.push(e);
+        let mut specific_patterns = 0;
+        // (file index, rule): the specific rules are compiled first, so that their patterns take
+        // the table's first ids (the line set every log runs); the detectors' come after.
+        let mut rules: Vec<(usize, Rule)> = Vec::new();
+        let mut parsed: Vec<Option<Result<RuleSpec, LoadError>>> =
+            parse_all(files).into_iter().map(Some).collect();
+        for pass in [FindingOrigin::Rule, FindingOrigin::Detector] {
+            for (i, file) in files.iter().enumerate() {
+                if origin_from_path(&file.relative) != pass {
                     continue;
                 }
-            };
-            if let Some(first) = rules.iter().find(|r| r.id == spec.id) {
-                errors.push(LoadError::Duplicate {
-                    id: spec.id.clone(),
-                    first: first.file.clone(),
-                    second: file.display.clone(),
-                });
-                continue;
+                let spec = match parsed.get_mut(i).and_then(Option::take) {
+                    Some(Ok(spec)) => spec,
+                    Some(Err(e)) => {
+                        errors.push(e);
+                        continue;
+                    }
+                    None => continue,
+                };
+                if let Some((_, first)) = rules.iter().find(|(_, r)| r.id == spec.id) {
+                    errors.push(LoadError::Duplicate {
+                        id: spec.id.clone(),
+                        first: first.file.clone(),
+                        second: file.display.clone(),
+                    });
+                    continue;
+                }
+                let compiled = compile::compile_rule(
+                    spec,
+                    &file.display,
+                    &file.relative,
+                    &class_ids,
+                    &mut patterns,
+                    &mut errors,
+                );
+                rules.extend(compiled.map(|rule| (i, rule)));
             }
-            let compiled = compile::compile_rule(
-                spec,
-                &file.display,
-                &file.relative,
-                &class_ids,
-                &mut patterns,
-                &mut errors,
-            );
-            rules.extend(compiled);
+            if pass == FindingOrigin::Rule {
+                specific_patterns = patterns.len();
+            }
         }
         if !errors.is_empty() {
             return Err(LoadErrors(errors));
         }
+        rules.sort_by_key(|(i, _)| *i);
         Ok(Self {
-            rules,
+            rules: rules.into_iter().map(|(_, rule)| rule).collect(),
             taxonomy_file: taxonomy.clone(),
             files: files.to_vec(),
             patterns,
+            specific_patterns,
             automata: OnceLock::new(),
             prefilter: OnceLock::new(),
+            detector_automata: OnceLock::new(),
             classes,
             origin: origin.to_owned(),
         })
@@ -436,11 +460,11 @@ impl RuleSet {
         self.automata
             .get_or_init(|| {
                 let triggers = trigger_patterns()?;
-                let patterns: Vec<&Hir> = self.patterns.parsed.iter().chain(&triggers).collect();
+                let patterns: Vec<&Hir> = self.specific_hirs().iter().chain(&triggers).collect();
                 let set = LineSet::from_hirs(&patterns).map_err(|e| LoadError::Combined(e.to_string()))?;
                 Ok(Automata {
                     set,
-                    rule_patterns: self.patterns.len(),
+                    rule_patterns: self.specific_patterns,
                 })
             })
             .as_ref()
@@ -453,8 +477,37 @@ impl RuleSet {
         self.prefilter
             .get_or_init(|| {
                 let triggers = trigger_patterns()?;
-                Prefilter::from_hirs(triggers.iter().chain(&self.patterns.parsed))
+                Prefilter::from_hirs(triggers.iter().chain(self.specific_hirs()))
                     .map_err(|e| LoadError::Combined(e.to_string()))
+            })
+            .as_ref()
+    }
+
+    /// The specific rules' patterns, as parsed at load.
+    fn specific_hirs(&self) -> &[Hir] {
+        self.patterns.parsed.get(..self.specific_patterns).unwrap_or(&[])
+    }
+
+    /// Whether the rule base has class detectors.
+    pub fn has_detectors(&self) -> bool {
+        self.rules.iter().any(|r| r.origin == FindingOrigin::Detector)
+    }
+
+    /// The class detectors' line set and prefilter, built on first use (the first log no
+    /// specific rule explains); an error only when they exceed the automaton size limit.
+    pub fn detector_automata(&self) -> Result<&DetectorAutomata, &LoadError> {
+        self.detector_automata
+            .get_or_init(|| {
+                let mut ids: Vec<usize> = self
+                    .rules
+                    .iter()
+                    .filter(|r| r.origin == FindingOrigin::Detector)
+                    .flat_map(Rule::pattern_ids)
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                DetectorAutomata::build(ids, &self.patterns.parsed)
+                    .map_err(|e| LoadError::Combined(format!("the class detectors: {e}")))
             })
             .as_ref()
     }

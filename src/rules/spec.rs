@@ -68,6 +68,11 @@ pub struct MatchSpec {
     /// Each of these matches at least one line.
     #[serde(default)]
     pub all: Vec<String>,
+    /// Each of these matches the same line as an `any` pattern: one line holds them all. Short
+    /// patterns joined this way say what one pattern with gaps between its parts would, without
+    /// the gaps' cost in the line set's automaton.
+    #[serde(default)]
+    pub same_line: Vec<String>,
     /// No line matches any of these.
     #[serde(default)]
     pub not: Vec<String>,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::FindingOrigin;
 
 const TAXONOMY: &str = r#"
 [[class]]
@@ -156,4 +157,82 @@ fn the_embedded_rule_base_loads() {
     let set = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
     assert!(!set.rules().is_empty());
     assert_eq!(set.origin(), "embedded");
+}
+
+const DETECTOR: &str = r#"
+id = "detect.memory_words"
+class = "cuda.oom"
+title = "Memory words"
+summary = "Memory ran out."
+severity = "error"
+priority = 35
+role = "root"
+confidence = "medium"
+
+[match]
+any = ['(?i)out of memory']
+same_line = ['(?i)\bgpu\b']
+
+[[cause]]
+title = "Too large"
+detail = "Lower the batch size."
+
+[[fix]]
+title = "Halve the batch size"
+
+[[example]]
+name = "memory words and a GPU on one line"
+log = "engine: out of memory on gpu 0"
+expect = { matched = true }
+"#;
+
+#[test]
+fn a_rule_under_detect_is_a_class_detector_whose_patterns_come_after_the_specific_rules() {
+    let set = load(&[
+        file("detect/memory_words.toml", DETECTOR),
+        file("test/oom.toml", GOOD),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let origins: Vec<(&str, FindingOrigin)> = set.rules().iter().map(|r| (r.id.as_str(), r.origin)).collect();
+    // Rules keep the order of their files; the specific rule's pattern takes the first id.
+    assert_eq!(
+        origins,
+        vec![
+            ("detect.memory_words", FindingOrigin::Detector),
+            ("test.oom", FindingOrigin::Rule)
+        ]
+    );
+    assert_eq!(set.patterns().source(0), "CUDA out of memory");
+    assert!(set.has_detectors());
+    assert!(set.detector_automata().is_ok());
+}
+
+#[test]
+fn a_class_detector_is_never_high_always_a_root_and_reads_lines_only() {
+    let bad = DETECTOR
+        .replace("confidence = \"medium\"", "confidence = \"high\"")
+        .replace("role = \"root\"", "role = \"symptom\"")
+        .replace(
+            "same_line = ['(?i)\\bgpu\\b']",
+            "same_line = ['(?i)\\bgpu\\b']\ncuda_error = 'out of memory'",
+        );
+    let errs = errors(&[file("detect/memory_words.toml", &bad)]);
+    for field in ["confidence", "role", "match"] {
+        assert!(
+            errs.iter().any(|e| e.starts_with(&format!(
+                "rules/detect/memory_words.toml: rule detect.memory_words: {field}: "
+            ))),
+            "{field} not in {errs:?}"
+        );
+    }
+    // The same rule outside detect/ is a specific rule, which may be all of these.
+    let specific = bad.replace("detect.memory_words", "test.memory_words");
+    assert!(load(&[file("test/memory_words.toml", &specific)]).is_ok());
+}
+
+#[test]
+fn same_line_patterns_need_an_any_line_to_share() {
+    let bad = DETECTOR.replace("any = ['(?i)out of memory']\n", "");
+    let errs = errors(&[file("detect/memory_words.toml", &bad)]);
+    assert!(errs.iter().any(|e| e.contains(": match.same_line: ")), "{errs:?}");
 }

@@ -9,11 +9,13 @@
 mod pipeline;
 mod prefilter;
 mod set;
+mod tail;
 
 use pipeline::Split;
 
 pub use prefilter::{Prefilter, PrefilterError, ascii_classes, relax};
 pub use set::{LineSet, SetError, SetMatches};
+pub use tail::Tail;
 
 use std::io::{self, Read};
 use std::ops::Range;
@@ -94,6 +96,16 @@ pub fn scan<R: Read + Send>(
 pub fn scan_slice(bytes: &[u8], prefilter: &Prefilter, sink: &mut impl LineSink) -> ScanStats {
     if bytes.len() < PIPELINE_MIN_BYTES {
         return scan_slice_on_this_thread(bytes, for_size(bytes.len(), prefilter), sink).finish();
+    }
+    scan_slice_on_two_threads(bytes, prefilter, sink, Split::Balanced)
+}
+
+/// [`scan_slice`] with `prefilter` whatever the input's size: for a sink that wants few of a
+/// log's lines (the class detectors), where even a short log's one pass over its bytes costs
+/// less than normalizing every line.
+pub fn scan_slice_sparse(bytes: &[u8], prefilter: &Prefilter, sink: &mut impl LineSink) -> ScanStats {
+    if bytes.len() < PIPELINE_MIN_BYTES {
+        return scan_slice_on_this_thread(bytes, prefilter, sink).finish();
     }
     scan_slice_on_two_threads(bytes, prefilter, sink, Split::Balanced)
 }
