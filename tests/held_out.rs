@@ -11,7 +11,8 @@
 //! for it, is the blind one.
 
 use faultline::diagnose::{LineAnalyzer, analyze_str};
-use faultline::eval::{Case, judge, read_cases, report};
+use faultline::eval::{Case, NONE, judge, read_cases, report};
+use faultline::model::{Confidence, FindingOrigin, Role};
 use faultline::parse::Parser;
 use faultline::rules::RuleSet;
 use faultline::scan::{ScanStats, scan_slice};
@@ -75,4 +76,55 @@ fn the_analysis_finds_the_parsers_triggers_with_the_rule_patterns_as_the_parser_
         events += alone.len();
     }
     assert!(events > 3_000, "{events} events");
+}
+
+/// The dev corpus and its negatives, which sit beside the repository in the workplace
+/// (`../shared/corpus/`); a clone without them checks the held-out corpus alone, and says so.
+fn dev_corpus() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for name in ["dev.jsonl", "dev-negatives.jsonl"] {
+        let path = format!("{}/../shared/corpus/{name}", env!("CARGO_MANIFEST_DIR"));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => cases.extend(read_cases(&text, &path).unwrap_or_else(|e| panic!("{e}"))),
+            Err(e) => eprintln!("*** {path} not read ({e}): the held-out corpus alone is checked ***"),
+        }
+    }
+    cases
+}
+
+#[test]
+fn class_detectors_name_no_class_in_a_log_labelled_none_and_are_never_sure() {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let cases: Vec<Case> = held_out().into_iter().chain(dev_corpus()).collect();
+    let mut on_none = Vec::new();
+    let mut named = 0;
+    let mut none_cases = 0;
+    for case in &cases {
+        let diagnosis = analyze_str(&rules, &case.log);
+        let detected: Vec<_> = diagnosis
+            .findings
+            .iter()
+            .filter(|f| f.origin == FindingOrigin::Detector)
+            .collect();
+        none_cases += usize::from(case.label == NONE);
+        if detected.is_empty() {
+            continue;
+        }
+        named += 1;
+        if case.label == NONE {
+            on_none.extend(detected.iter().map(|f| (case.id.clone(), f.rule.clone())));
+        }
+        for f in &detected {
+            assert_ne!(f.confidence, Confidence::High, "{}: {}", case.id, f.rule);
+        }
+        // A detector only runs where no specific rule found a root cause or a symptom.
+        let specific = diagnosis
+            .findings
+            .iter()
+            .find(|f| f.origin == FindingOrigin::Rule && f.role != Role::Context);
+        assert!(specific.is_none(), "{}: a detector beside {specific:?}", case.id);
+    }
+    assert!(none_cases >= 390, "{none_cases} none cases");
+    assert!(on_none.is_empty(), "detectors fired on none cases: {on_none:?}");
+    assert!(named >= 2, "the detectors named {named} case(s)");
 }
