@@ -72,8 +72,7 @@ pub fn detect(
     let mut sink = DetectorLines {
         automata,
         matches: automata.set.new_matches(),
-        ids: Vec::new(),
-        matcher: Matcher::for_detectors(rules),
+        matcher: Matcher::for_detectors(rules, automata.ids()),
     };
     let stats = scan::scan_slice_sparse(window.lines(), &automata.prefilter, &mut sink);
     let before = log_lines.saturating_sub(stats.lines);
@@ -91,16 +90,14 @@ pub fn detect(
 struct DetectorLines<'r> {
     automata: &'r DetectorAutomata,
     matches: SetMatches,
-    /// The table ids of the current line's matches.
-    ids: Vec<usize>,
+    /// Records by the set's indices (its slots are the set's patterns).
     matcher: Matcher<'r>,
 }
 
 impl LineSink for DetectorLines<'_> {
     fn line(&mut self, line: &Line<'_>) {
         if self.automata.set.matches(line.text.as_bytes(), &mut self.matches) {
-            self.automata.table_ids(self.matches.as_slice(), &mut self.ids);
-            self.matcher.record(line, &self.ids);
+            self.matcher.record(line, self.matches.as_slice());
         }
     }
 }

@@ -15,26 +15,28 @@ use crate::scan::{LineSet, Prefilter};
 pub struct DetectorAutomata {
     /// The detectors' patterns: pattern `i` of the set is the rule set's pattern `ids[i]`.
     pub set: LineSet,
-    /// Finds the lines on which a detector pattern could match, in raw bytes.
+    /// Finds, in raw bytes, the lines on which a detector could record a hit: its `any`, `all`,
+    /// `not` and `extract` patterns. A `same_line` pattern counts only on an `any` line, so it
+    /// makes no line a candidate (`\d` or `[\[(]\d` would make most of them one).
     pub prefilter: Prefilter,
     /// The pattern table's id of each of the set's patterns, ascending.
     ids: Vec<usize>,
 }
 
 impl DetectorAutomata {
-    /// Builds the automata of `ids` (table ids, ascending, no repeats), `parsed[id]` being each
-    /// pattern as parsed at load.
-    pub(super) fn build(ids: Vec<usize>, parsed: &[Hir]) -> Result<Self, String> {
+    /// Builds the automata: the set of `ids` (table ids, ascending, no repeats) and the prefilter
+    /// of `candidates` (some of them), `parsed[id]` being each pattern as parsed at load.
+    pub(super) fn build(ids: Vec<usize>, candidates: &[usize], parsed: &[Hir]) -> Result<Self, String> {
         let patterns: Vec<&Hir> = ids.iter().filter_map(|&id| parsed.get(id)).collect();
         let set = LineSet::from_hirs(&patterns).map_err(|e| e.to_string())?;
-        let prefilter = Prefilter::from_hirs(patterns).map_err(|e| e.to_string())?;
+        let prefilter = Prefilter::from_hirs(candidates.iter().filter_map(|&id| parsed.get(id)))
+            .map_err(|e| e.to_string())?;
         Ok(Self { set, prefilter, ids })
     }
 
-    /// The table ids of the set's matches on a line (`matched`: set indices, ascending), into
-    /// `out`, ascending.
-    pub fn table_ids(&self, matched: &[usize], out: &mut Vec<usize>) {
-        out.clear();
-        out.extend(matched.iter().filter_map(|&i| self.ids.get(i).copied()));
+    /// The pattern table's id of each of the set's patterns (set index `i` is `ids()[i]`),
+    /// ascending.
+    pub fn ids(&self) -> &[usize] {
+        &self.ids
     }
 }

@@ -148,31 +148,39 @@ pub struct Matcher<'r> {
     rules: &'r RuleSet,
     /// Which rules it evaluates.
     origin: FindingOrigin,
-    /// Hits by pattern id.
+    /// The table ids of the patterns it records, ascending (`hits[i]` is pattern `slots[i]`'s);
+    /// `None`: every pattern of the table (`hits[id]`).
+    slots: Option<&'r [usize]>,
+    /// Hits by slot.
     hits: Vec<Hits>,
 }
 
 impl<'r> Matcher<'r> {
-    /// A matcher for the specific rules of `rules`, with no hits yet.
+    /// A matcher for the specific rules of `rules`, with no hits yet; [`Matcher::record`] takes
+    /// ids of the pattern table.
     pub fn new(rules: &'r RuleSet) -> Self {
-        Self::of(rules, FindingOrigin::Rule)
-    }
-
-    /// A matcher for the class detectors of `rules`, with no hits yet.
-    pub fn for_detectors(rules: &'r RuleSet) -> Self {
-        Self::of(rules, FindingOrigin::Detector)
-    }
-
-    fn of(rules: &'r RuleSet, origin: FindingOrigin) -> Self {
         Self {
             rules,
-            origin,
+            origin: FindingOrigin::Rule,
+            slots: None,
             hits: (0..rules.patterns().len()).map(|_| Hits::default()).collect(),
         }
     }
 
-    /// Records that `patterns` (ids of the rule base's pattern table) matched `line`; advice
-    /// lines are never recorded.
+    /// A matcher for the class detectors of `rules`, with no hits yet, that records the
+    /// patterns `slots` (table ids, ascending: the detectors' set); [`Matcher::record`] takes
+    /// indices into `slots`.
+    pub fn for_detectors(rules: &'r RuleSet, slots: &'r [usize]) -> Self {
+        Self {
+            rules,
+            origin: FindingOrigin::Detector,
+            slots: Some(slots),
+            hits: slots.iter().map(|_| Hits::default()).collect(),
+        }
+    }
+
+    /// Records that `patterns` (ids of the rule base's pattern table, or indices into the
+    /// detectors' slots) matched `line`; advice lines are never recorded.
     pub fn record(&mut self, line: &Line<'_>, patterns: &[usize]) {
         if patterns.is_empty() || advice_kind(line.text).is_some() {
             return;
@@ -202,7 +210,11 @@ impl<'r> Matcher<'r> {
             last: VecDeque::new(),
             total: 0,
         };
-        self.hits.get(pattern).unwrap_or(&NONE)
+        let slot = match self.slots {
+            None => Some(pattern),
+            Some(slots) => slots.binary_search(&pattern).ok(),
+        };
+        slot.and_then(|i| self.hits.get(i)).unwrap_or(&NONE)
     }
 
     fn evaluate_rule(&self, index: usize, rule: &Rule, parsed: &Parsed) -> Option<Match> {
@@ -227,15 +239,17 @@ impl<'r> Matcher<'r> {
         } else {
             Some(self.shared_line(&any_hit, &rule.same_line)?)
         };
-        let anchors: Vec<u64> = match &shared {
-            Some(hit) => vec![hit.line],
-            None => any_hit
-                .iter()
-                .flat_map(|&p| self.hits(p).all().map(|h| h.line))
-                .collect(),
-        };
         let all_hits = match rule.within {
-            Some(n) => self.hits_within(&anchors, &rule.all, n)?,
+            Some(n) => {
+                let anchors: Vec<u64> = match &shared {
+                    Some(hit) => vec![hit.line],
+                    None => any_hit
+                        .iter()
+                        .flat_map(|&p| self.hits(p).all().map(|h| h.line))
+                        .collect(),
+                };
+                self.hits_within(&anchors, &rule.all, n)?
+            }
             None => rule
                 .all
                 .iter()
@@ -258,6 +272,7 @@ impl<'r> Matcher<'r> {
             }
             evidence.push((evidence_line(hit, 1), hit.is_warning()));
         }
+        // Without `same_line`, the first and the last line of each `any` pattern.
         for &p in any_hit.iter().filter(|_| shared.is_none()) {
             let hits = self.hits(p);
             if let Some(first) = hits.earliest() {

@@ -498,15 +498,19 @@ impl RuleSet {
     pub fn detector_automata(&self) -> Result<&DetectorAutomata, &LoadError> {
         self.detector_automata
             .get_or_init(|| {
-                let mut ids: Vec<usize> = self
-                    .rules
-                    .iter()
-                    .filter(|r| r.origin == FindingOrigin::Detector)
-                    .flat_map(Rule::pattern_ids)
-                    .collect();
-                ids.sort_unstable();
-                ids.dedup();
-                DetectorAutomata::build(ids, &self.patterns.parsed)
+                let detectors = || self.rules.iter().filter(|r| r.origin == FindingOrigin::Detector);
+                let sorted = |mut ids: Vec<usize>| {
+                    ids.sort_unstable();
+                    ids.dedup();
+                    ids
+                };
+                let ids = sorted(detectors().flat_map(Rule::pattern_ids).collect());
+                let candidates = sorted(
+                    detectors()
+                        .flat_map(|r| r.pattern_ids().filter(|p| !r.same_line.contains(p)))
+                        .collect(),
+                );
+                DetectorAutomata::build(ids, &candidates, &self.patterns.parsed)
                     .map_err(|e| LoadError::Combined(format!("the class detectors: {e}")))
             })
             .as_ref()
