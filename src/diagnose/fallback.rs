@@ -71,7 +71,8 @@ pub fn detect(
     let automata = rules.detector_automata().map_err(Clone::clone)?;
     let mut sink = DetectorLines {
         automata,
-        matches: automata.set.new_matches(),
+        matches: automata.new_matches(),
+        slots: Vec::new(),
         matcher: Matcher::for_detectors(rules, automata.ids()),
     };
     let stats = scan::scan_slice_sparse(window.lines(), &automata.prefilter, &mut sink);
@@ -89,16 +90,17 @@ pub fn detect(
 /// Feeds the window's candidate lines to the detectors' matcher.
 struct DetectorLines<'r> {
     automata: &'r DetectorAutomata,
-    matches: SetMatches,
-    /// Records by the set's indices (its slots are the set's patterns).
+    matches: Vec<SetMatches>,
+    /// The slots of the patterns that match the current line.
+    slots: Vec<usize>,
     matcher: Matcher<'r>,
 }
 
 impl LineSink for DetectorLines<'_> {
     fn line(&mut self, line: &Line<'_>) {
-        if self.automata.set.matches(line.text.as_bytes(), &mut self.matches) {
-            self.matcher.record(line, self.matches.as_slice());
-        }
+        self.automata
+            .matches(line.text.as_bytes(), &mut self.matches, &mut self.slots);
+        self.matcher.record(line, &self.slots);
     }
 }
 

@@ -504,13 +504,13 @@ impl RuleSet {
                     ids.dedup();
                     ids
                 };
-                let ids = sorted(detectors().flat_map(Rule::pattern_ids).collect());
+                let own: Vec<Vec<usize>> = detectors().map(|r| sorted(r.pattern_ids().collect())).collect();
                 let candidates = sorted(
                     detectors()
                         .flat_map(|r| r.pattern_ids().filter(|p| !r.same_line.contains(p)))
                         .collect(),
                 );
-                DetectorAutomata::build(ids, &candidates, &self.patterns.parsed)
+                DetectorAutomata::build(&own, &candidates, &self.patterns.parsed)
                     .map_err(|e| LoadError::Combined(format!("the class detectors: {e}")))
             })
             .as_ref()
