@@ -14,11 +14,12 @@ pub struct Tail<R> {
 }
 
 impl<R> Tail<R> {
-    /// A reader over `inner` that keeps its last `keep` bytes.
+    /// A reader over `inner` that keeps its last `keep` bytes (their memory is taken at once:
+    /// growing by doubling would end with up to twice as much).
     pub fn new(inner: R, keep: usize) -> Self {
         Self {
             inner,
-            kept: VecDeque::new(),
+            kept: VecDeque::with_capacity(keep),
             keep,
             total: 0,
         }
