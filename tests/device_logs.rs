@@ -145,8 +145,10 @@ const CONFIRMATIONS: [(&str, &str, &[&str]); 6] = [
     ),
 ];
 
+/// A cause whose check other causes of its finding share is `consistent` with the confirmed
+/// observation, not confirmed alone (the data shows labels out of range, not why): either counts.
 #[test]
-fn the_snapshot_saved_at_each_failure_confirms_its_cause_and_nothing_else() {
+fn the_snapshot_saved_at_each_failure_confirms_its_cause_or_the_observation_its_causes_share() {
     for (case, summary, checks) in CONFIRMATIONS {
         let path = fixture(&format!("{case}.safetensors"));
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -158,10 +160,15 @@ fn the_snapshot_saved_at_each_failure_confirms_its_cause_and_nothing_else() {
         let confirmed = top.causes.iter().find(|c| {
             c.outcome
                 .as_ref()
-                .is_some_and(|o| o.verdict == Verdict::Confirmed)
+                .is_some_and(|o| matches!(o.verdict, Verdict::Confirmed | Verdict::Consistent))
         });
+        assert_eq!(
+            diagnosis.replay.as_ref().map(|r| r.verdict),
+            Some(Verdict::Confirmed),
+            "{case}: the diagnosis's replay verdict"
+        );
         let Some(cause) = confirmed else {
-            panic!("{case}: no cause of {} confirmed: {:#?}", top.rule, top.causes);
+            panic!("{case}: no cause of {} confirmed or consistent: {:#?}", top.rule, top.causes);
         };
         let outcome = cause
             .outcome
