@@ -197,6 +197,7 @@ pub fn spec() -> Value {
                     "rule": { "type": "string" }, "class": { "type": "string" }, "title": { "type": "string" }, "summary": { "type": "string" },
                     "role": { "enum": ["root", "symptom", "context"] }, "confidence": { "enum": ["high", "medium", "low"] },
                     "tier": { "enum": ["pattern", "confirmed", "refuted"] },
+                    "origin": { "enum": ["rule", "detector"], "description": "detector: a class detector (rules/detect/) found it, never at high confidence; no specific rule knows this wording yet" },
                     "evidence": { "type": "array", "items": { "$ref": "#/components/schemas/EvidenceLine" } },
                     "captures": { "type": "object", "additionalProperties": { "type": "string" } },
                     "causes": { "type": "array", "items": { "type": "object" } }, "fixes": { "type": "array", "items": { "type": "object" } },

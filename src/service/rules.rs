@@ -86,6 +86,9 @@ pub struct PatternsView {
     pub any: Vec<String>,
     /// All must match.
     pub all: Vec<String>,
+    /// Each must match the same line as an `any` pattern.
+    #[serde(default)]
+    pub same_line: Vec<String>,
     /// None may match.
     pub not: Vec<String>,
 }
@@ -126,6 +129,7 @@ pub fn rule_detail(rules: &RuleSet, rule: &Rule, stats: RuleStats) -> RuleDetail
         patterns: PatternsView {
             any: sources(&rule.any),
             all: sources(&rule.all),
+            same_line: sources(&rule.same_line),
             not: sources(&rule.not),
         },
         causes: rule

@@ -523,6 +523,7 @@ pub(super) async fn rule(
     let patterns = [
         ("any", &detail.patterns.any),
         ("all", &detail.patterns.all),
+        ("same_line", &detail.patterns.same_line),
         ("not", &detail.patterns.not),
     ]
     .into_iter()

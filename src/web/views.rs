@@ -227,6 +227,8 @@ pub struct FindingView {
     pub next_artifact: Option<String>,
     /// The root cause it is a symptom of.
     pub symptom_of: Option<String>,
+    /// Whether a class detector (not a specific rule) found it: a wording no rule knows yet.
+    pub from_detector: bool,
 }
 
 /// A cause.
@@ -301,6 +303,7 @@ impl From<&Finding> for FindingView {
                 .collect(),
             next_artifact: f.next_artifact.clone(),
             symptom_of: f.symptom_of.clone(),
+            from_detector: f.origin == crate::model::FindingOrigin::Detector,
         }
     }
 }
