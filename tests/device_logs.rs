@@ -168,7 +168,10 @@ fn the_snapshot_saved_at_each_failure_confirms_its_cause_or_the_observation_its_
             "{case}: the diagnosis's replay verdict"
         );
         let Some(cause) = confirmed else {
-            panic!("{case}: no cause of {} confirmed or consistent: {:#?}", top.rule, top.causes);
+            panic!(
+                "{case}: no cause of {} confirmed or consistent: {:#?}",
+                top.rule, top.causes
+            );
         };
         let outcome = cause
             .outcome
