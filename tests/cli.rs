@@ -2,9 +2,10 @@
 //! These tests run against the small rule base in tests/fixtures/rules so that they do not move
 //! when the real rule base grows.
 
-use std::io::Write;
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 const OOM_LOG: &str = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.23 GiB is free.\n";
 
@@ -25,20 +26,7 @@ fn read(path: &Path) -> String {
 }
 
 fn faultline(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .args(args)
-        .env_remove("FAULTLINE_RULES")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run faultline: {e}"));
-    if let Some(mut input) = child.stdin.take() {
-        let _ = input.write_all(stdin.as_bytes());
-    }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("faultline did not finish: {e}"))
+    support::run_with_stdin(args, stdin)
 }
 
 fn analyze(format: &str, log: &str) -> Output {

@@ -2,9 +2,11 @@
 //! are one bundle; archives over the limits and missing files are refused with exit code 2; a
 //! single log is still analyzed as before.
 
+mod support;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -42,20 +44,7 @@ fn write(path: &Path, bytes: &[u8]) {
 }
 
 fn faultline(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .args(args)
-        .env_remove("FAULTLINE_RULES")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run faultline: {e}"));
-    if let Some(mut input) = child.stdin.take() {
-        let _ = input.write_all(stdin.as_bytes());
-    }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("faultline did not finish: {e}"))
+    support::run_with_stdin(args, stdin)
 }
 
 fn utf8(path: &Path) -> &str {

@@ -173,6 +173,23 @@ pub fn faultline() -> Command {
     command
 }
 
+/// Runs `faultline ARGS` (see [`faultline`]) with `stdin` as its standard input and waits for it.
+pub fn run_with_stdin(args: &[&str], stdin: &str) -> std::process::Output {
+    let mut child = faultline()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run faultline: {e}"));
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin.as_bytes());
+    }
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("faultline did not finish: {e}"))
+}
+
 /// Starts `command` (a `faultline` command line) and reads the first line it prints, then keeps
 /// draining its output (a closed pipe would fail its next line); returns the child and that line.
 pub fn spawn_reading_first_line(mut command: Command) -> (Child, String) {
