@@ -442,7 +442,9 @@ impl State {
     /// The global ranks of an agent's other worker folders, from those already known: torchrun
     /// gives the workers of one agent consecutive global ranks, its base rank plus the local rank
     /// (`SimpleElasticAgent._assign_worker_ranks`: `group_rank * nproc_per_node + local_rank` on
-    /// a homogeneous job, the local world sizes of the agents before it summed otherwise). An
+    /// a homogeneous job, the local world sizes of the agents before it summed otherwise; read in
+    /// the sources of torch 2.4.1, 2.9.1 and 2.15.0, where every worker gets `base_global_rank +
+    /// local_rank`). An
     /// agent whose known folders all give the same base gives it to its other folders; one whose
     /// folders disagree, or whose base would give a folder a rank another folder has, gives none.
     fn follow_agent_layouts(&self, resolved: &mut BTreeMap<Slot, u32>) {
