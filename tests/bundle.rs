@@ -421,3 +421,69 @@ fn a_rank_whose_error_file_holds_only_the_message_takes_its_cause_from_the_asser
         "the evidence of the file that names the cause, then of the one that gave the time"
     );
 }
+
+fn diagnose_bytes(files: &[(&str, &[u8])]) -> BundleDiagnosis {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let catalog = XidCatalog::embedded().unwrap_or_else(|e| panic!("{e}"));
+    analyze_files(&rules, catalog, files)
+}
+
+fn left_out_warnings(d: &BundleDiagnosis) -> Vec<&str> {
+    d.warnings
+        .iter()
+        .filter(|w| w.code == faultline::bundle::binary::LEFT_OUT)
+        .map(|w| w.message.as_str())
+        .collect()
+}
+
+#[test]
+fn a_binary_file_that_is_no_dump_is_left_out_with_a_warning_and_the_others_are_read() {
+    let raised = index_error(2, "1127 05:00:10.000000");
+    let waited = timeout(0, "1127 05:10:10.000000", 41);
+    let core = b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00[rank1]: IndexError: not a log at all\n";
+    let d = diagnose_bytes(&[
+        ("rank0.log", waited.as_bytes()),
+        ("rank2.log", raised.as_bytes()),
+        ("core.1234", core),
+    ]);
+    assert_eq!(
+        (first(&d).kind, first(&d).rank),
+        (FaultKind::RankFailure, Some(2))
+    );
+    assert_eq!(
+        left_out_warnings(&d),
+        vec![r#"file "core.1234": binary, not a format faultline reads; not analysed and not kept"#]
+    );
+    assert!(d.files.iter().all(|f| f.name != "core.1234"), "{:?}", d.files);
+    assert!(
+        d.ranks.iter().all(|r| r.rank != 1),
+        "nothing was read from the core dump"
+    );
+}
+
+#[test]
+fn a_flight_recorder_pickle_is_read_and_one_cut_short_is_left_out_saying_why() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/distributed/sleep-past-timeout-torch2.15.0-gloo-n8/host-a/fr_trace/fr_3");
+    let pickle = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let d = diagnose_bytes(&[
+        ("fr_trace/fr_3", &pickle),
+        ("fr_trace/fr_4", &pickle[..pickle.len() / 2]),
+    ]);
+    let read = d
+        .files
+        .iter()
+        .find(|f| f.name == "fr_trace/fr_3")
+        .unwrap_or_else(|| panic!("{:?}", d.files));
+    assert_eq!(
+        (read.kind, read.ranks.as_slice()),
+        (faultline::model::FileKind::FlightRecorder, &[3][..])
+    );
+    let said = left_out_warnings(&d);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with(r#"file "fr_trace/fr_4": binary, a flight-recorder pickle faultline cannot read (the pickle is cut short"#)
+            && said[0].ends_with("; not analysed and not kept"),
+        "{said:?}"
+    );
+}

@@ -513,3 +513,132 @@ fn under_detail_the_debug_wrappers_helper_group_is_never_shown_as_the_stalled_co
         assert!(g.stalled.is_none() && g.never_entered.is_empty(), "{g:?}");
     }
 }
+
+/// A job's files with each flight-recorder dump in one form: `fr_<rank>` (torch's pickle) as it
+/// came, `Torch` its `fr_<rank>.json` (torch's own JSON) or `Kept` the JSON the service keeps of the
+/// pickle, both under the pickle's name; `KeptAs` the kept JSON under the name it is kept as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DumpForm {
+    Pickle,
+    Torch,
+    Kept,
+    KeptAs,
+}
+
+/// Whether a file of a job is one of its dumps, in either form.
+fn is_dump(name: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let stem = base.strip_suffix(".json").unwrap_or(base);
+    stem.strip_prefix("fr_")
+        .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The job's files with its dumps in `form` (none when the job has no dump).
+fn with_dumps(dir: &Path, form: DumpForm) -> Option<Vec<(String, Vec<u8>)>> {
+    use faultline::service::bundle::{Kept, Upload, kept};
+    let files = job_files(dir);
+    let pickles: Vec<&(String, Vec<u8>)> = files
+        .iter()
+        .filter(|(n, _)| is_dump(n) && !n.ends_with(".json"))
+        .collect();
+    if pickles.is_empty() {
+        return None;
+    }
+    let mut out: Vec<(String, Vec<u8>)> = files.iter().filter(|(n, _)| !is_dump(n)).cloned().collect();
+    for (name, bytes) in pickles {
+        let json_name = format!("{name}.json");
+        let dump = match form {
+            DumpForm::Pickle => (name.clone(), bytes.clone()),
+            DumpForm::Torch => {
+                let (_, torch) = files
+                    .iter()
+                    .find(|(n, _)| *n == json_name)
+                    .unwrap_or_else(|| panic!("{}: no {json_name} beside {name}", dir.display()));
+                (name.clone(), torch.clone())
+            }
+            DumpForm::Kept | DumpForm::KeptAs => {
+                let upload = Upload {
+                    name: name.clone(),
+                    bytes: bytes.clone().into(),
+                };
+                let Kept::Text(text) = kept(&upload) else {
+                    panic!("{}: {name} was not kept", dir.display());
+                };
+                assert_eq!(text.kept_as.as_deref(), Some(json_name.as_str()));
+                let kept_name = if form == DumpForm::KeptAs {
+                    json_name
+                } else {
+                    name.clone()
+                };
+                (kept_name, text.text.into_bytes())
+            }
+        };
+        out.push(dump);
+    }
+    out.sort();
+    Some(out)
+}
+
+fn diagnose_files(files: &[(String, Vec<u8>)]) -> BundleDiagnosis {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let catalog = XidCatalog::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let borrowed: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    analyze_files(&rules, catalog, &borrowed)
+}
+
+/// The diagnosis without its list of files (whose sizes differ with the dumps' form).
+fn without_files(d: &BundleDiagnosis) -> serde_json::Value {
+    let mut doc = serde_json::to_value(d).unwrap_or_else(|e| panic!("{e}"));
+    if let Some(map) = doc.as_object_mut() {
+        map.remove("files");
+    }
+    doc
+}
+
+/// What the service keeps of a flight-recorder pickle (its content as JSON) gives the diagnosis
+/// the pickle gives, and so does torch's own JSON dump: the analysis can be run again from what
+/// is kept.
+#[test]
+fn a_jobs_dumps_kept_as_json_give_the_diagnosis_their_pickles_give() {
+    let (mut compared, mut dumps_matter) = (0, 0);
+    for dir in jobs() {
+        let Some(pickles) = with_dumps(&dir, DumpForm::Pickle) else {
+            continue;
+        };
+        let from_pickles = diagnose_files(&pickles);
+        assert!(
+            from_pickles.coverage.without_dump.len() < from_pickles.ranks.len(),
+            "{}: the pickles were read",
+            dir.display()
+        );
+        for form in [DumpForm::Torch, DumpForm::Kept] {
+            let files = with_dumps(&dir, form).unwrap_or_default();
+            assert_eq!(
+                without_files(&diagnose_files(&files)),
+                without_files(&from_pickles),
+                "{}: the dumps as {form:?} give another diagnosis",
+                dir.display()
+            );
+        }
+        // Run again from the files as kept, each dump under the name it is kept as.
+        let rerun = diagnose_files(&with_dumps(&dir, DumpForm::KeptAs).unwrap_or_default());
+        assert_eq!(rerun.collectives, from_pickles.collectives, "{}", dir.display());
+        let fault = |d: &BundleDiagnosis| {
+            d.first_fault
+                .as_ref()
+                .map(|f| (f.kind, f.rank, f.collective.clone(), f.confidence))
+        };
+        assert_eq!(fault(&rerun), fault(&from_pickles), "{}", dir.display());
+        let without_dumps: Vec<(String, Vec<u8>)> =
+            pickles.into_iter().filter(|(n, _)| !is_dump(n)).collect();
+        if without_files(&diagnose_files(&without_dumps)) != without_files(&from_pickles) {
+            dumps_matter += 1;
+        }
+        compared += 1;
+    }
+    assert!(compared >= 10, "only {compared} jobs with dumps");
+    assert!(
+        dumps_matter > 0,
+        "no job's diagnosis depends on its dumps: the comparison shows nothing"
+    );
+}

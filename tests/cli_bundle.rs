@@ -1,6 +1,7 @@
 //! `faultline analyze` given a distributed job: several files, a folder, a `.tar.gz` or a `.zip`
 //! are one bundle; archives over the limits and missing files are refused with exit code 2; a
-//! single log is still analyzed as before.
+//! single log is still analyzed as before. A binary file that is no flight-recorder dump is left
+//! out with the warning the service gives; a bundle of nothing else is refused with exit code 2.
 
 mod support;
 
@@ -97,6 +98,46 @@ fn a_folder_is_read_with_its_subfolders() {
     let d = json_of(&faultline(&["analyze", "--format", "json", utf8(&dir)], ""));
     names_rank_2(&d);
     assert_eq!(d["files"].as_array().map(Vec::len), Some(3));
+}
+
+/// The first bytes of an ELF core dump: a binary file faultline does not read.
+const CORE_DUMP: &[u8] = b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x3e\x00";
+
+#[test]
+fn a_binary_file_in_a_folder_is_left_out_with_the_warning_the_service_gives() {
+    let dir = scratch("binary");
+    for (name, text) in job() {
+        write(&dir.join(name), text.as_bytes());
+    }
+    write(&dir.join("core.1234"), CORE_DUMP);
+    let d = json_of(&faultline(&["analyze", "--format", "json", utf8(&dir)], ""));
+    names_rank_2(&d);
+    assert_eq!(d["files"].as_array().map(Vec::len), Some(3), "{d:#}");
+    let warning = d["warnings"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["code"] == "binary_left_out"))
+        .unwrap_or_else(|| panic!("no warning for core.1234: {d:#}"));
+    assert_eq!(
+        warning["message"],
+        r#"file "core.1234": binary, not a format faultline reads; not analysed and not kept"#
+    );
+    let human = faultline(&["analyze", utf8(&dir)], "");
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains(r#"warning: file "core.1234": binary, not a format"#),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_bundle_of_binary_files_none_of_them_a_dump_is_refused_with_exit_2() {
+    let dir = scratch("only-binary");
+    write(&dir.join("core.1234"), CORE_DUMP);
+    write(&dir.join("core.5678"), CORE_DUMP);
+    refused(
+        &faultline(&["analyze", utf8(&dir)], ""),
+        r#"no file of the bundle can be read ("core.1234": binary, not a format faultline reads"#,
+    );
 }
 
 /// A ustar header for a regular file.

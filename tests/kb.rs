@@ -416,6 +416,9 @@ fn bundle_of(ranks: u32, first: Option<(u32, &str)>, uuid: Option<&str>) -> Bund
     }
 }
 
+/// A flight-recorder dump as the service keeps a pickle: its content in JSON.
+const DUMP_JSON: &str = "{\n  \"entries\": [],\n  \"pg_config\": {},\n  \"version\": \"2.10\"\n}";
+
 fn text(name: &str, kind: FileKind, text: &str) -> BundleText {
     BundleText {
         name: name.to_owned(),
@@ -423,6 +426,7 @@ fn text(name: &str, kind: FileKind, text: &str) -> BundleText {
         text: text.to_owned(),
         bytes: text.len() as u64,
         binary: false,
+        kept_as: None,
     }
 }
 
@@ -455,6 +459,11 @@ async fn a_bundle_keeps_every_file_and_where_each_rank_ran(store: Store) {
         text("logs/rank1.log", FileKind::RankLog, ASSERT),
         text("dmesg.txt", FileKind::KernelLog, dmesg),
         text("copy/rank1.log", FileKind::RankLog, ASSERT),
+        BundleText {
+            binary: true,
+            kept_as: Some("fr_trace/fr_1.json".to_owned()),
+            ..text("fr_trace/fr_1", FileKind::FlightRecorder, DUMP_JSON)
+        },
     ];
     let bundle = bundle_of(
         2,
@@ -496,9 +505,30 @@ async fn a_bundle_keeps_every_file_and_where_each_rank_ran(store: Store) {
             ("logs/rank0.log", "rank_log"),
             ("logs/rank1.log", "rank_log"),
             ("dmesg.txt", "kernel_log"),
-            ("copy/rank1.log", "rank_log")
+            ("copy/rank1.log", "rank_log"),
+            ("fr_trace/fr_1", "flight_recorder")
         ],
         "every file is kept, in the order it came"
+    );
+    assert!(
+        detail.files[..4]
+            .iter()
+            .all(|f| f.kept_as.is_none() && f.media_type().starts_with("text/plain")),
+        "a text file is kept as it came"
+    );
+    let (dump, kept) = store
+        .incident_file(stored.incident_id, 4)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (
+            dump.binary,
+            dump.kept_as.as_deref(),
+            dump.media_type(),
+            kept.as_str()
+        ),
+        (true, Some("fr_trace/fr_1.json"), "application/json", DUMP_JSON),
+        "a pickle comes back as the JSON it was kept as"
     );
     let (file, kept) = store
         .incident_file(stored.incident_id, 2)
@@ -509,12 +539,12 @@ async fn a_bundle_keeps_every_file_and_where_each_rank_ran(store: Store) {
         ("dmesg.txt", 1, dmesg)
     );
     assert!(
-        store.incident_file(stored.incident_id, 4).await.is_err(),
-        "there is no fifth file"
+        store.incident_file(stored.incident_id, 5).await.is_err(),
+        "there is no sixth file"
     );
     assert_eq!(
         store.count(Table::Logs).await.ok(),
-        Some(3),
+        Some(4),
         "the same text twice is kept once"
     );
 

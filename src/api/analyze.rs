@@ -6,10 +6,11 @@
 //! `{log, project, source, commit, job_url, tags}`. An empty log is refused (422). Metadata can also come as query parameters.
 //!
 //! A bundle comes as `multipart/form-data`, each file a part with a file name (a `.zip` or
-//! `.tar.gz` is unpacked; binary files such as flight-recorder dumps are taken as they are) and
-//! the metadata as plain fields, or as JSON `{files: [{name, content}, …], project, …}` with text
-//! files. The whole body is bounded by `max_body_bytes`. Files that come to one log get today's
-//! single-log answer; several get the bundle's (`"kind": "bundle"`).
+//! `.tar.gz` is unpacked; a flight-recorder pickle is taken as it is, then analysed and kept as its
+//! JSON; any other binary file is left out, with a warning) and the metadata as plain fields, or
+//! as JSON `{files: [{name, content}, …], project, …}` with text files. The whole body is bounded
+//! by `max_body_bytes`. Files that come to one text log get today's single-log answer; several get
+//! the bundle's (`"kind": "bundle"`).
 
 use axum::Json;
 use axum::body::Bytes;

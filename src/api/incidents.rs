@@ -51,13 +51,14 @@ pub(super) async fn feedback(
     Ok((StatusCode::CREATED, Json(saved)))
 }
 
-/// One file of a bundle incident, as its text was kept (`text/plain`).
+/// One file of a bundle incident, as it was kept: its redacted text (`text/plain`), or a
+/// flight-recorder pickle's content (`application/json`).
 pub(super) async fn file(
     State(state): State<AppState>,
     PathParams((id, ordinal)): PathParams<(i64, i64)>,
 ) -> ApiResult<impl IntoResponse> {
-    let (_, text) = state.store.incident_file(id, ordinal).await?;
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
+    let (file, text) = state.store.incident_file(id, ordinal).await?;
+    Ok(([(header::CONTENT_TYPE, file.media_type())], text))
 }
 
 pub(super) async fn offenders(State(state): State<AppState>) -> ApiResult<Json<Offenders>> {

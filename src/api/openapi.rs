@@ -64,7 +64,7 @@ pub fn spec() -> Value {
                 "requestBody": { "required": true, "content": {
                     "text/plain": { "schema": { "type": "string" } },
                     "application/json": { "schema": { "$ref": "#/components/schemas/AnalyzeRequest" } },
-                    "multipart/form-data": { "schema": { "type": "object", "description": "each part with a file name is a file of the bundle (binary files such as flight-recorder pickles, and .zip / .tar.gz archives, as they are); plain fields are metadata; any other plain part is refused (400)", "properties": {
+                    "multipart/form-data": { "schema": { "type": "object", "description": "each part with a file name is a file of the bundle (flight-recorder pickles and .zip / .tar.gz archives as they are); plain fields are metadata; any other plain part is refused (400). A flight-recorder pickle is analysed and kept as its content in JSON; any other binary file (a core dump, an image, a profiler report) is neither analysed nor kept, and the diagnosis's warnings say so (code binary_left_out); a bundle with no file left to read is refused (422)", "properties": {
                         "file": { "type": "array", "items": { "type": "string", "format": "binary" } },
                         "project": { "type": "string" }, "source": { "type": "string" }, "commit": { "type": "string" },
                         "job_url": { "type": "string" }, "tags": { "type": "string", "description": "comma-separated" } } } }
@@ -74,9 +74,9 @@ pub fn spec() -> Value {
                     "400": error, "401": error, "413": error, "415": error, "422": error, "429": error, "503": error }
             } });
     let bundle_file = json!({ "get": {
-                "summary": "A file of a bundle incident (its place in the bundle, from 0), as its text was kept (redacted; a binary file's readable text)",
+                "summary": "A file of a bundle incident (its place in the bundle, from 0), as it was kept and analysed: a text file's redacted text (text/plain); a flight-recorder pickle's content as JSON (application/json: the keys and nesting of torch's own JSON dump, each string and key-value pair redacted; the file's kept_as names it, fr_3.json for fr_3)",
                 "parameters": [id("incident"), { "name": "file", "in": "path", "required": true, "schema": { "type": "integer", "minimum": 0 } }],
-                "responses": { "200": { "description": "OK", "content": { "text/plain": { "schema": { "type": "string" } } } }, "400": error, "404": error }
+                "responses": { "200": { "description": "OK", "content": { "text/plain": { "schema": { "type": "string" } }, "application/json": { "schema": { "type": "object", "description": "a flight-recorder dump: version, pg_config, pg_status, entries, …" } } } }, "400": error, "404": error }
             } });
     let offenders = json!({ "get": {
                 "summary": "Repeat offenders: GPUs (by UUID, else host and bus id) and hosts that were the first fault of incidents of more than one job (incidents with the same job_url count once), flagged from the offender_threshold setting (default 3 jobs)",
@@ -93,7 +93,7 @@ pub fn spec() -> Value {
                     "coverage": { "type": "object" }, "ranks": { "type": "array", "items": { "type": "object" } }, "hosts": { "type": "array", "items": { "type": "string" } },
                     "clock_offsets": { "type": "array", "items": { "type": "object" } }, "timeline": { "type": "array", "items": { "type": "object" } },
                     "files": { "type": "array", "description": "each file read: name, kind, bytes, lines, ranks, host, its single-log diagnosis", "items": { "type": "object" } },
-                    "warnings": { "type": "array" } } },
+                    "warnings": { "type": "array", "description": "code and message of each problem met; binary_left_out names a binary file that is not a format faultline reads (file \"x.bin\": binary, not a format faultline reads; not analysed and not kept)", "items": { "type": "object", "properties": { "code": { "type": "string" }, "message": { "type": "string" } } } } } },
                 "BundleResponse": { "allOf": [ { "$ref": "#/components/schemas/BundleDiagnosis" }, { "type": "object", "required": ["kind"], "properties": {
                     "kind": { "const": "bundle" }, "incident_id": { "type": "integer" }, "group_id": { "type": "integer" }, "new_group": { "type": "boolean" } } } ] },
                 "Offender": { "type": "object", "required": ["kind", "key", "jobs", "incidents", "flagged"], "properties": {
@@ -219,7 +219,7 @@ pub fn spec() -> Value {
                 "Incident": { "allOf": [ { "$ref": "#/components/schemas/IncidentSummary" }, { "type": "object", "properties": {
                     "log": { "type": "string" }, "diagnosis": { "$ref": "#/components/schemas/Diagnosis" },
                     "bundle": { "$ref": "#/components/schemas/BundleDiagnosis", "description": "a distributed job's incident: its bundle (log and diagnosis are then the first fault's file's)" },
-                    "files": { "type": "array", "items": { "type": "object", "properties": { "ordinal": { "type": "integer" }, "name": { "type": "string" }, "kind": { "type": "string" }, "bytes": { "type": "integer" }, "lines": { "type": "integer" }, "binary": { "type": "boolean" } } } },
+                    "files": { "type": "array", "items": { "type": "object", "properties": { "ordinal": { "type": "integer" }, "name": { "type": "string" }, "kind": { "type": "string" }, "bytes": { "type": "integer" }, "lines": { "type": "integer" }, "binary": { "type": "boolean", "description": "not text when submitted (a flight-recorder pickle)" }, "kept_as": { "type": "string", "description": "the name of the form the file is kept in, when not the form it came in: fr_3.json for the pickle fr_3 (its content in JSON)" } } } },
                     "feedback": { "type": "array", "items": { "$ref": "#/components/schemas/Feedback" } } } } ] },
                 "FeedbackInput": { "type": "object", "properties": {
                     "rule": { "type": "string" }, "verdict": { "enum": ["right", "wrong"] }, "fix_worked": { "type": "boolean" }, "comment": { "type": "string" } } },

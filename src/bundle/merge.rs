@@ -640,19 +640,9 @@ impl State {
             warnings: Vec::new(),
         };
         match kind {
-            FileKind::FlightRecorder => match (sources::read_dump(bytes), dump_rank_from_name(name)) {
-                (Ok(dump), Some(rank)) => {
-                    file.ranks.push(rank);
-                    let state = self.rank(rank);
-                    state.files.insert(name.to_owned());
-                    state.dump = Some(dump);
-                }
-                (Ok(_), None) => file.warnings.push(Warning::new(
-                    "dump_rank_unknown",
-                    "a flight-recorder dump holds no rank; keep the name PyTorch gave it (its prefix and the rank, `nccl_trace_rank_3`) so its rank can be read",
-                    None,
-                )),
-                (Err(e), _) => file.warnings.push(Warning::new("dump_unreadable", e, None)),
+            FileKind::FlightRecorder => match sources::read_dump(bytes) {
+                Ok(dump) => self.dump(name, dump, &mut file),
+                Err(e) => file.warnings.push(Warning::new("dump_unreadable", e, None)),
             },
             FileKind::ErrorFile => match sources::read_error_file(bytes) {
                 Ok(error) => {
@@ -689,6 +679,39 @@ impl State {
             _ => {}
         }
         self.files.push(file);
+    }
+
+    /// A flight-recorder pickle, decoded.
+    pub fn decoded_dump(&mut self, name: &str, bytes: u64, dump: Dump) {
+        let mut file = BundleFile {
+            name: name.to_owned(),
+            kind: FileKind::FlightRecorder,
+            bytes,
+            lines: 0,
+            ranks: Vec::new(),
+            host: None,
+            diagnosis: None,
+            warnings: Vec::new(),
+        };
+        self.dump(name, dump, &mut file);
+        self.files.push(file);
+    }
+
+    /// A dump, given to the rank its name ends with.
+    fn dump(&mut self, name: &str, dump: Dump, file: &mut BundleFile) {
+        match dump_rank_from_name(name) {
+            Some(rank) => {
+                file.ranks.push(rank);
+                let state = self.rank(rank);
+                state.files.insert(name.to_owned());
+                state.dump = Some(dump);
+            }
+            None => file.warnings.push(Warning::new(
+                "dump_rank_unknown",
+                "a flight-recorder dump holds no rank; keep the name PyTorch gave it (its prefix and the rank, `nccl_trace_rank_3`) so its rank can be read",
+                None,
+            )),
+        }
     }
 
     fn error_file(

@@ -7,8 +7,11 @@
 //! single-log analysis's streaming scan (its own diagnosis is kept), and the same blocks feed the
 //! bundle's pass ([`scan`]), which keeps only bounded per-file facts; the analyzer keeps
 //! per-rank summaries, never the text. [`BundleAnalyzer::finish`] elects the first fault.
+//! A binary file is read only when it is a flight-recorder pickle; any other is left out with a
+//! warning ([`binary`]).
 
 mod archive;
+pub mod binary;
 mod detect;
 mod elect;
 mod merge;
@@ -32,6 +35,7 @@ use std::io::{self, Read};
 use crate::diagnose::analyze_reader;
 use crate::model::{BundleDiagnosis, FileKind, Warning};
 use crate::rules::RuleSet;
+use binary::LeftOut;
 use merge::State;
 use xid::XidCatalog;
 
@@ -63,6 +67,7 @@ pub struct BundleAnalyzer<'r> {
     rules: &'r RuleSet,
     state: State,
     files: usize,
+    left_out: Vec<(String, LeftOut)>,
 }
 
 impl<'r> BundleAnalyzer<'r> {
@@ -72,7 +77,26 @@ impl<'r> BundleAnalyzer<'r> {
             rules,
             state: State::new(catalog),
             files: 0,
+            left_out: Vec::new(),
         }
+    }
+
+    /// Leaves a file out of the analysis, with the warning that says why (a caller that decoded
+    /// the file already: [`binary::decode`]).
+    pub fn leave_out(&mut self, name: &str, why: &LeftOut) {
+        self.files += 1;
+        self.record_left_out(name, why);
+    }
+
+    fn record_left_out(&mut self, name: &str, why: &LeftOut) {
+        self.state.warn(why.warning(name));
+        self.left_out.push((name.to_owned(), why.clone()));
+    }
+
+    /// When every file added so far was left out (none could be read): why, in words.
+    pub fn nothing_read(&self) -> Option<String> {
+        (self.files > 0 && self.left_out.len() == self.files)
+            .then(|| binary::nothing_readable(&self.left_out))
     }
 
     /// Adds a file held in memory.
@@ -107,6 +131,11 @@ impl<'r> BundleAnalyzer<'r> {
         }
         let detected = detect(name, &head);
         let kind = detected.kind;
+        let binary = binary::is_binary(&head);
+        if binary && kind != FileKind::FlightRecorder {
+            self.record_left_out(name, &LeftOut::NotAFormat);
+            return Ok(());
+        }
         match kind {
             FileKind::FlightRecorder | FileKind::ErrorFile | FileKind::NvidiaSmi | FileKind::DcgmDiag => {
                 let mut bytes = head;
@@ -114,6 +143,13 @@ impl<'r> BundleAnalyzer<'r> {
                     .take((MAX_STRUCTURED_BYTES + 1 - bytes.len().min(MAX_STRUCTURED_BYTES)) as u64)
                     .read_to_end(&mut bytes)
                     .map_err(io)?;
+                if binary {
+                    match binary::decode(name, &bytes) {
+                        Ok(decoded) => self.state.decoded_dump(name, bytes.len() as u64, decoded.dump),
+                        Err(why) => self.record_left_out(name, &why),
+                    }
+                    return Ok(());
+                }
                 if bytes.len() > MAX_STRUCTURED_BYTES {
                     self.state.skipped(
                         name,

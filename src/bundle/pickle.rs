@@ -2,8 +2,9 @@
 //! (dicts, lists, tuples, strings, integers, floats, booleans, None).
 //!
 //! It runs no code: an opcode that would import or call anything (`GLOBAL`, `REDUCE`, …) is an
-//! error, as is any input that is cut, nests too deep or builds too many values. No crate reads
-//! pickles without the rest of Python's object model, and the subset needed here is small.
+//! error, as is any input that is cut, nests too deep, builds too many values or too much text
+//! (memo copies of one long string count each time). No crate reads pickles without the rest of
+//! Python's object model, and the subset needed here is small.
 
 /// A value read from a pickle.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +94,35 @@ impl Value {
             ),
         }
     }
+
+    /// The value as JSON, the form torch's own JSON dump takes: a dict becomes an object (a key
+    /// that is not a string is written as its JSON text: `3`, `[0, 1]`), a list or a tuple an
+    /// array, bytes an array of their values; a float that JSON cannot hold (NaN, infinite) becomes
+    /// `null`, as torch's JSON writer makes it.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self {
+            Self::None => J::Null,
+            Self::Bool(b) => J::Bool(*b),
+            Self::Int(i) => J::from(*i),
+            Self::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+            Self::Str(s) => J::String(s.clone()),
+            Self::Bytes(b) => J::Array(b.iter().map(|x| J::from(*x)).collect()),
+            Self::List(items) | Self::Tuple(items) => J::Array(items.iter().map(Self::to_json).collect()),
+            Self::Dict(items) => J::Object(
+                items
+                    .iter()
+                    .map(|(k, v)| {
+                        let key = match k {
+                            Self::Str(s) => s.clone(),
+                            other => other.to_json().to_string(),
+                        };
+                        (key, v.to_json())
+                    })
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// Why a pickle could not be read.
@@ -122,10 +152,17 @@ pub enum PickleError {
     /// More values or deeper nesting than any dump needs.
     #[error("the pickle builds more than {0} values; refused")]
     TooLarge(usize),
+    /// More bytes of strings than any dump needs.
+    #[error("the pickle builds more than {0} bytes of strings; refused")]
+    TooMuchText(usize),
 }
 
 /// Most values a pickle may build (memo copies included).
 pub const MAX_VALUES: usize = 4_000_000;
+
+/// Most bytes of strings and bytes a pickle may build (memo copies included): a dump's text is a
+/// few MB, and a long string copied from the memo many times would otherwise take gigabytes.
+pub const MAX_TEXT_BYTES: usize = 256 << 20;
 
 enum Slot {
     Mark,
@@ -136,6 +173,8 @@ struct Reader<'a> {
     data: &'a [u8],
     pos: usize,
     built: usize,
+    text: usize,
+    max_text: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -163,32 +202,72 @@ impl<'a> Reader<'a> {
         usize::try_from(u64::from_le_bytes(a)).map_err(|_| PickleError::Truncated(self.data.len()))
     }
 
-    fn count(&mut self, n: usize) -> Result<(), PickleError> {
-        self.built = self.built.saturating_add(n);
+    fn count(&mut self, size: Size) -> Result<(), PickleError> {
+        self.built = self.built.saturating_add(size.values);
         if self.built > MAX_VALUES {
             return Err(PickleError::TooLarge(MAX_VALUES));
+        }
+        self.text = self.text.saturating_add(size.text);
+        if self.text > self.max_text {
+            return Err(PickleError::TooMuchText(self.max_text));
         }
         Ok(())
     }
 }
 
-fn size(v: &Value) -> usize {
+/// What a value costs: the values it holds (itself included) and its bytes of strings.
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    values: usize,
+    text: usize,
+}
+
+impl Size {
+    const ONE: Size = Size { values: 1, text: 0 };
+
+    fn add(self, other: Size) -> Size {
+        Size {
+            values: self.values.saturating_add(other.values),
+            text: self.text.saturating_add(other.text),
+        }
+    }
+}
+
+fn size(v: &Value) -> Size {
     match v {
-        Value::List(items) | Value::Tuple(items) => 1 + items.iter().map(size).sum::<usize>(),
-        Value::Dict(items) => 1 + items.iter().map(|(k, v)| size(k) + size(v)).sum::<usize>(),
-        _ => 1,
+        Value::Str(s) => Size {
+            values: 1,
+            text: s.len(),
+        },
+        Value::Bytes(b) => Size {
+            values: 1,
+            text: b.len(),
+        },
+        Value::List(items) | Value::Tuple(items) => items.iter().map(size).fold(Size::ONE, Size::add),
+        Value::Dict(items) => items
+            .iter()
+            .map(|(k, v)| size(k).add(size(v)))
+            .fold(Size::ONE, Size::add),
+        _ => Size::ONE,
     }
 }
 
 /// Reads one pickled value.
 pub fn read(data: &[u8]) -> Result<Value, PickleError> {
+    read_within(data, MAX_TEXT_BYTES)
+}
+
+/// Reads one pickled value that builds at most `max_text` bytes of strings.
+fn read_within(data: &[u8], max_text: usize) -> Result<Value, PickleError> {
     let mut r = Reader {
         data,
         pos: 0,
         built: 0,
+        text: 0,
+        max_text,
     };
     let mut stack: Vec<Slot> = Vec::new();
-    let mut memo: Vec<Option<(Value, usize)>> = Vec::new();
+    let mut memo: Vec<Option<(Value, Size)>> = Vec::new();
     loop {
         let at = r.pos;
         let op = r.byte()?;
@@ -208,7 +287,7 @@ pub fn read(data: &[u8]) -> Result<Value, PickleError> {
             }
             b'(' => stack.push(Slot::Mark),
             b'}' | b']' | b')' | b'N' | 0x88 | 0x89 => {
-                r.count(1)?;
+                r.count(Size::ONE)?;
                 stack.push(Slot::Val(match op {
                     b'}' => Value::Dict(Vec::new()),
                     b']' => Value::List(Vec::new()),
@@ -219,7 +298,7 @@ pub fn read(data: &[u8]) -> Result<Value, PickleError> {
                 }));
             }
             b'J' | b'K' | b'M' | 0x8a | b'G' => {
-                r.count(1)?;
+                r.count(Size::ONE)?;
                 let v = match op {
                     b'J' => {
                         let b = r.take(4)?;
@@ -261,7 +340,7 @@ pub fn read(data: &[u8]) -> Result<Value, PickleError> {
                     _ => r.u64_le()?,
                 };
                 let bytes = r.take(n)?;
-                r.count(1)?;
+                r.count(Size { values: 1, text: n })?;
                 let v = if matches!(op, b'B' | b'C' | 0x8e) {
                     Value::Bytes(bytes.to_vec())
                 } else {
@@ -327,7 +406,7 @@ pub fn read(data: &[u8]) -> Result<Value, PickleError> {
                     .collect();
                 match op {
                     b'l' | b't' | b'd' => {
-                        r.count(1)?;
+                        r.count(Size::ONE)?;
                         let v = match op {
                             b'l' => Value::List(items),
                             b't' => Value::Tuple(items),
@@ -362,7 +441,7 @@ pub fn read(data: &[u8]) -> Result<Value, PickleError> {
                         Slot::Mark => None,
                     })
                     .collect();
-                r.count(1)?;
+                r.count(Size::ONE)?;
                 stack.push(Slot::Val(Value::Tuple(items)));
             }
             _ => return Err(PickleError::Unsupported { opcode: op, at }),
@@ -456,5 +535,52 @@ mod tests {
         }
         p.push(b'.');
         assert_eq!(read(&p), Err(PickleError::TooLarge(MAX_VALUES)));
+    }
+
+    #[test]
+    fn memo_copies_of_a_long_string_count_its_bytes_each_time() {
+        // A 64 KiB string put in the memo, then a list of 20 copies of it: 1.3 MB of text.
+        let mut p = b"\x80\x02X".to_vec();
+        p.extend((64u32 << 10).to_le_bytes());
+        p.extend(std::iter::repeat_n(b'a', 64 << 10));
+        p.extend(b"q\x00](");
+        p.extend(std::iter::repeat_n(b"h\x00".as_slice(), 20).flatten());
+        p.extend(b"e.");
+        assert_eq!(read_within(&p, 1 << 20), Err(PickleError::TooMuchText(1 << 20)));
+        assert!(read_within(&p, 2 << 20).is_ok_and(|v| v.items().len() == 20));
+    }
+
+    #[test]
+    fn a_value_becomes_the_json_torch_writes_dicts_as_objects_and_tuples_as_arrays() {
+        let v = read(SAMPLE).unwrap_or_else(|e| panic!("{e}"));
+        let json = v.to_json();
+        assert_eq!(json["version"], "2.10");
+        assert_eq!(json["pg_status"]["0"]["last_enqueued_collective"], 4);
+        let entry = &json["entries"][0];
+        assert_eq!(entry["process_group"], serde_json::json!(["0", "default_pg"]));
+        assert_eq!(entry["input_sizes"], serde_json::json!([[4]]));
+        assert_eq!(
+            (&entry["x"], &entry["ok"], &entry["d"], &entry["neg"]),
+            (
+                &serde_json::Value::Null,
+                &serde_json::json!(true),
+                &serde_json::json!(1.5),
+                &serde_json::json!(-1)
+            )
+        );
+        assert_eq!(entry["big"], 1_795_757_902_040_255_184_i64);
+        assert_eq!(
+            Value::from_json(&json).to_json(),
+            json,
+            "read back, it is the same JSON"
+        );
+        let keys = Value::Dict(vec![
+            (Value::Int(3), Value::Float(f64::NAN)),
+            (
+                Value::Tuple(vec![Value::Int(0), Value::Int(1)]),
+                Value::Bytes(vec![0, 255]),
+            ),
+        ]);
+        assert_eq!(keys.to_json(), serde_json::json!({"3": null, "[0,1]": [0, 255]}));
     }
 }

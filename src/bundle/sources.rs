@@ -42,6 +42,11 @@ pub fn read_dump(bytes: &[u8]) -> Result<Dump, String> {
             serde_json::from_slice(bytes).map_err(|e| format!("not a JSON dump: {e}"))?;
         Value::from_json(&json)
     };
+    dump_of(&value)
+}
+
+/// What a dump's decoded content (its pickle's value, or its JSON) says.
+pub fn dump_of(value: &Value) -> Result<Dump, String> {
     let version = value
         .get("version")
         .and_then(Value::as_str)

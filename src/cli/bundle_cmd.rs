@@ -98,6 +98,9 @@ pub fn run(
             )?;
         }
     }
+    if let Some(why) = analyzer.nothing_read() {
+        anyhow::bail!(why);
+    }
     let diagnosis = analyzer.finish();
     let source = paths
         .iter()

@@ -1,5 +1,5 @@
-//! A distributed job's incident in the knowledge base: the files of its bundle (each kept as a
-//! redacted log), its ranks with their hosts and GPUs (the first fault's marked), the bundle's
+//! A distributed job's incident in the knowledge base: the files of its bundle (each kept as it
+//! was analysed: a text file redacted, a flight-recorder pickle as its JSON), its ranks with their hosts and GPUs (the first fault's marked), the bundle's
 //! diagnosis, and the repeat offenders: the GPUs and hosts that failed first in incidents of
 //! different jobs.
 
@@ -29,8 +29,11 @@ pub struct BundleText {
     pub text: String,
     /// Bytes as submitted.
     pub bytes: u64,
-    /// Not text (a flight-recorder pickle): only its readable text is kept.
+    /// Not text: a flight-recorder pickle, kept as its content in JSON.
     pub binary: bool,
+    /// The name of the form it is kept in, when that is not the form it came in: `fr_3.json` for
+    /// the pickle `fr_3`.
+    pub kept_as: Option<String>,
 }
 
 /// What a bundle adds to an incident, encoded and ready to be written.
@@ -53,6 +56,7 @@ pub(super) struct PreparedFile {
     pub(super) lines: i64,
     pub(super) data: Vec<u8>,
     pub(super) binary: bool,
+    pub(super) kept_as: Option<String>,
 }
 
 /// A rank (or a place the first fault names without a rank) as a row of `incident_ranks`.
@@ -82,6 +86,7 @@ impl PreparedBundle {
                     lines: f.text.lines().count() as i64,
                     data: compress(f.text.as_bytes()),
                     binary: f.binary,
+                    kept_as: f.kept_as.clone(),
                 })
                 .collect(),
             ranks: rank_rows(bundle),
@@ -175,8 +180,24 @@ pub struct StoredFile {
     pub bytes: i64,
     /// Lines of its kept text.
     pub lines: i64,
-    /// Not text: only its readable text is kept.
+    /// Not text when submitted: a flight-recorder pickle, kept as its content in JSON (`kept_as`);
+    /// in incidents stored before faultline kept dumps as JSON, only its readable text was kept.
     pub binary: bool,
+    /// The name of the form it is kept in, when that is not the form it came in: `fr_3.json` for
+    /// the pickle `fr_3` (its content in JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_as: Option<String>,
+}
+
+impl StoredFile {
+    /// The media type of its kept text: JSON for a file kept as JSON, else plain text.
+    pub fn media_type(&self) -> &'static str {
+        if self.kept_as.as_deref().is_some_and(|k| k.ends_with(".json")) {
+            "application/json"
+        } else {
+            "text/plain; charset=utf-8"
+        }
+    }
 }
 
 /// What kind of thing an offender is.
@@ -232,7 +253,7 @@ impl Store {
     /// The files of a bundle incident, in the order they came (none for a single log).
     pub async fn incident_files(&self, incident_id: i64) -> Result<Vec<StoredFile>> {
         let rows = sqlx::query(
-            "SELECT f.ordinal, f.name, f.kind, f.bytes, l.lines, f.is_binary FROM incident_files f
+            "SELECT f.ordinal, f.name, f.kind, f.bytes, l.lines, f.is_binary, f.kept_as FROM incident_files f
                JOIN logs l ON l.hash = f.log_hash WHERE f.incident_id = $1 ORDER BY f.ordinal",
         )
         .bind(incident_id)
@@ -247,7 +268,7 @@ impl Store {
     /// One file of a bundle incident with its kept text.
     pub async fn incident_file(&self, incident_id: i64, ordinal: i64) -> Result<(StoredFile, String)> {
         let row = sqlx::query(
-            "SELECT f.ordinal, f.name, f.kind, f.bytes, l.lines, f.is_binary, l.data FROM incident_files f
+            "SELECT f.ordinal, f.name, f.kind, f.bytes, l.lines, f.is_binary, f.kept_as, l.data FROM incident_files f
                JOIN logs l ON l.hash = f.log_hash WHERE f.incident_id = $1 AND f.ordinal = $2",
         )
         .bind(incident_id)
@@ -256,7 +277,7 @@ impl Store {
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("file {ordinal} of incident {incident_id}")))?;
         let file = stored_file(&row)?;
-        let data: Vec<u8> = row.try_get(6)?;
+        let data: Vec<u8> = row.try_get(7)?;
         let text = decompress(&data)
             .map_err(|e| StoreError::Corrupt(format!("file {ordinal} of incident {incident_id}: {e}")))?;
         Ok((file, String::from_utf8_lossy(&text).into_owned()))
@@ -377,6 +398,7 @@ fn stored_file(row: &sqlx::any::AnyRow) -> Result<StoredFile, sqlx::Error> {
         bytes: row.try_get(3)?,
         lines: row.try_get(4)?,
         binary: row.try_get::<i64, _>(5)? != 0,
+        kept_as: row.try_get(6)?,
     })
 }
 

@@ -39,6 +39,11 @@ const SQLITE: &[(i64, &str, &str)] = &[
         "incident bundles",
         include_str!("../../migrations/sqlite/0006_incident_bundles.sql"),
     ),
+    (
+        7,
+        "kept as",
+        include_str!("../../migrations/sqlite/0007_kept_as.sql"),
+    ),
 ];
 
 /// (version, description, SQL) for PostgreSQL: the same versions as SQLite.
@@ -72,6 +77,11 @@ const POSTGRES: &[(i64, &str, &str)] = &[
         6,
         "incident bundles",
         include_str!("../../migrations/postgres/0006_incident_bundles.sql"),
+    ),
+    (
+        7,
+        "kept as",
+        include_str!("../../migrations/postgres/0007_kept_as.sql"),
     ),
 ];
 

@@ -247,6 +247,36 @@ pub fn redacted(text: String) -> String {
     }
 }
 
+/// A JSON document redacted in place, and still JSON (a flight-recorder dump kept as JSON): each
+/// string, keys too, as a line of text is; and each `"key": value` pair as the line of JSON it
+/// is, its value replaced by `"<redacted>"` where that line holds a secret (`"password": 1234`,
+/// `"SecretAccessKey": "…"`), which neither its key nor its value shows alone.
+pub fn redact_json(value: &mut serde_json::Value) {
+    use serde_json::Value as J;
+    match value {
+        J::String(text) => {
+            if let Cow::Owned(replaced) = redact(text) {
+                *text = replaced;
+            }
+        }
+        J::Array(items) => items.iter_mut().for_each(redact_json),
+        J::Object(map) => {
+            for (key, mut item) in std::mem::take(map) {
+                redact_json(&mut item);
+                let key = redacted(key);
+                if !(item.is_array() || item.is_object()) {
+                    let pair = format!("{}: {item}", J::String(key.clone()));
+                    if *redact(&pair) != *pair {
+                        item = J::String("<redacted>".to_owned());
+                    }
+                }
+                map.insert(key, item);
+            }
+        }
+        J::Null | J::Bool(_) | J::Number(_) => {}
+    }
+}
+
 /// `text` after `replace`, which answers borrowed when it replaces nothing.
 fn replaced<'a>(text: Cow<'a, str>, replace: impl for<'t> Fn(&'t str) -> Cow<'t, str>) -> Cow<'a, str> {
     match replace(&text) {
@@ -331,6 +361,35 @@ mod tests {
     use regex_automata::PatternID;
 
     use super::*;
+
+    #[test]
+    fn a_json_document_is_redacted_string_by_string_and_pair_by_pair_and_stays_json() {
+        let mut dump = serde_json::json!({
+            "version": "2.10",
+            "entries": [{"frames": [{"filename": "/home/x/train.py", "name": "step hf_abcdefghijklmnopqrstuvwxyzABCDEF1234"}]}],
+            "env": {"WANDB_API_KEY": 123456789, "api_key": "abc123", "note": "mail ops@example.com", "ok": 4},
+            "user@example.com": true
+        });
+        redact_json(&mut dump);
+        let text = dump.to_string();
+        for secret in [
+            "hf_abcdefghij",
+            "123456789",
+            "abc123",
+            "ops@example.com",
+            "user@example.com",
+        ] {
+            assert!(!text.contains(secret), "{secret} survived: {text}");
+        }
+        assert_eq!(dump["env"]["WANDB_API_KEY"], "<redacted>");
+        assert_eq!(dump["env"]["api_key"], "<redacted>");
+        assert_eq!(dump["env"]["ok"], 4, "a value no secret's name is given stays");
+        assert_eq!(dump["entries"][0]["frames"][0]["filename"], "/home/x/train.py");
+        assert_eq!(dump["<email>"], true);
+        let mut again = dump.clone();
+        redact_json(&mut again);
+        assert_eq!(again, dump, "redacting it again changes nothing");
+    }
 
     /// Redacts `log` and checks that none of `secrets` survived and the line count was kept.
     fn redacted_without(log: &str, secrets: &[&str]) -> String {

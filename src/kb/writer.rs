@@ -375,13 +375,14 @@ async fn insert_bundles(tx: &mut Tx<'_>, stored: &[Stored], incidents: &[&NewInc
                     Value::Text(Some(&f.hash)),
                     Value::Int(Some(f.bytes)),
                     Value::Int(Some(i64::from(f.binary))),
+                    Value::Text(f.kept_as.as_deref()),
                 ]
             })
         })
         .collect();
     insert_rows(
         tx,
-        "INSERT INTO incident_files (incident_id, ordinal, name, kind, log_hash, bytes, is_binary) VALUES ",
+        "INSERT INTO incident_files (incident_id, ordinal, name, kind, log_hash, bytes, is_binary, kept_as) VALUES ",
         "",
         &file_rows,
     )

@@ -1,7 +1,13 @@
 //! Analysing a distributed job's files for a client, whichever face sent them: archives unpacked
 //! (bounded), every text file redacted before it is analysed or stored, the bundle diagnosed as
 //! one job, and stored as one incident with all its files unless the client asked not to. A
-//! request that holds one log, once archives are unpacked, is analysed as today's single log.
+//! request that holds one text log, once archives are unpacked, is analysed as today's single log.
+//!
+//! What is kept of a file is what was analysed, so that the analysis can be run again from it: a
+//! text file redacted; a flight-recorder pickle as its content in JSON (`fr_3` kept as
+//! `fr_3.json`, the form torch's own JSON dump takes), redacted; any other binary file is neither
+//! analysed nor kept, and the bundle diagnosis says so. A bundle with no file left to read is
+//! refused (422).
 
 use std::io::Cursor;
 use std::time::Instant;
@@ -11,12 +17,13 @@ use serde::{Deserialize, Serialize};
 
 use super::analyze::{AnalyzeResponse, analyze_and_store};
 use super::{AppState, Error, Result};
+use crate::bundle::binary::{self, LeftOut};
 use crate::bundle::xid::{CATALOG_FILE, XidCatalog};
 use crate::bundle::{ArchiveLimits, BundleAnalyzer, archive_kind, read_archive};
 use crate::diagnose::analyze_str;
 use crate::kb::bundles::BundleText;
 use crate::kb::now_ms;
-use crate::kb::redact::redact;
+use crate::kb::redact::{redact, redact_json};
 use crate::kb::writer::{IncidentMeta, NewIncident, Stored};
 use crate::model::{BundleDiagnosis, FileKind};
 use crate::rules::RuleSet;
@@ -122,7 +129,9 @@ pub async fn analyze_uploads(
                 .into(),
         ));
     }
-    if let [one] = files.as_slice() {
+    if let [one] = files.as_slice()
+        && !binary::is_binary(&one.bytes)
+    {
         let log = String::from_utf8_lossy(&one.bytes).into_owned();
         let single = analyze_and_store(state, log, meta, store).await?;
         return Ok(Analysis::Single(Box::new(single)));
@@ -133,8 +142,25 @@ pub async fn analyze_uploads(
     let rules = state.rules.clone();
     let catalog = state.xids.clone();
     let work = move || {
-        let mut texts: Vec<BundleText> = files.iter().map(kept_text).collect();
-        let bundle = diagnose(&rules, &catalog, &files, &texts)?;
+        let kept: Vec<Kept> = files.iter().map(kept).collect();
+        let left: Vec<(String, LeftOut)> = kept
+            .iter()
+            .filter_map(|k| match k {
+                Kept::LeftOut(name, why) => Some((name.clone(), why.clone())),
+                Kept::Text(_) => None,
+            })
+            .collect();
+        if left.len() == kept.len() {
+            return Err(Error::Unprocessable(binary::nothing_readable(&left)));
+        }
+        let bundle = diagnose(&rules, &catalog, &kept)?;
+        let mut texts: Vec<BundleText> = kept
+            .into_iter()
+            .filter_map(|k| match k {
+                Kept::Text(text) => Some(text),
+                Kept::LeftOut(..) => None,
+            })
+            .collect();
         for text in &mut texts {
             if let Some(read) = bundle.files.iter().find(|f| f.name == text.name) {
                 text.kind = read.kind;
@@ -235,42 +261,59 @@ fn unpack(uploads: Vec<Upload>, limits: ArchiveLimits) -> Result<Vec<Upload>> {
     Ok(files)
 }
 
-/// What is kept of a file: a text file redacted, as a log is; a binary one (a flight-recorder
-/// pickle) as its readable text, redacted too.
-fn kept_text(file: &Upload) -> BundleText {
-    let binary = is_binary(&file.bytes);
-    let text = String::from_utf8_lossy(&file.bytes);
-    BundleText {
-        name: file.name.clone(),
-        kind: FileKind::Unknown,
-        text: redact(&text).into_owned(),
-        bytes: file.bytes.len() as u64,
-        binary,
+/// What becomes of a file: kept (and analysed as it is kept), or left out.
+#[derive(Debug)]
+pub enum Kept {
+    /// Its kept text.
+    Text(BundleText),
+    /// Its name, and why it is neither analysed nor kept.
+    LeftOut(String, LeftOut),
+}
+
+/// What is kept of a file: a text file redacted, as a log is; a flight-recorder pickle as its
+/// content in JSON, each string and each `"key": value` pair redacted; any other binary file not
+/// at all.
+pub fn kept(file: &Upload) -> Kept {
+    if !binary::is_binary(&file.bytes) {
+        let text = String::from_utf8_lossy(&file.bytes);
+        return Kept::Text(BundleText {
+            name: file.name.clone(),
+            kind: FileKind::Unknown,
+            text: redact(&text).into_owned(),
+            bytes: file.bytes.len() as u64,
+            binary: false,
+            kept_as: None,
+        });
+    }
+    let json = binary::decode(&file.name, &file.bytes).and_then(|decoded| {
+        let mut json = decoded.value.to_json();
+        redact_json(&mut json);
+        binary::json_text(&json)
+    });
+    match json {
+        Ok(text) => Kept::Text(BundleText {
+            name: file.name.clone(),
+            kind: FileKind::FlightRecorder,
+            text,
+            bytes: file.bytes.len() as u64,
+            binary: true,
+            kept_as: Some(binary::json_name(&file.name)),
+        }),
+        Err(why) => Kept::LeftOut(file.name.clone(), why),
     }
 }
 
-/// A file with a NUL byte in its first 8 KiB is binary: analysed as it came, not as text.
-fn is_binary(bytes: &[u8]) -> bool {
-    bytes[..bytes.len().min(8192)].contains(&0)
-}
-
-/// Diagnoses the bundle: each text file as it is kept (redacted), each binary file as it came.
-fn diagnose(
-    rules: &RuleSet,
-    catalog: &XidCatalog,
-    files: &[Upload],
-    texts: &[BundleText],
-) -> Result<BundleDiagnosis> {
+/// Diagnoses the bundle from what is kept of each file, under the name it was submitted as; a
+/// file left out is named in a warning.
+fn diagnose(rules: &RuleSet, catalog: &XidCatalog, kept: &[Kept]) -> Result<BundleDiagnosis> {
     let mut analyzer = BundleAnalyzer::new(rules, catalog.clone());
-    for (file, text) in files.iter().zip(texts) {
-        let bytes: &[u8] = if text.binary {
-            &file.bytes
-        } else {
-            text.text.as_bytes()
-        };
-        analyzer
-            .add_bytes(&file.name, bytes)
-            .map_err(|e| Error::Unprocessable(e.to_string()))?;
+    for file in kept {
+        match file {
+            Kept::Text(text) => analyzer
+                .add_bytes(&text.name, text.text.as_bytes())
+                .map_err(|e| Error::Unprocessable(e.to_string()))?,
+            Kept::LeftOut(name, why) => analyzer.leave_out(name, why),
+        }
     }
     Ok(analyzer.finish())
 }

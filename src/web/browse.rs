@@ -359,7 +359,7 @@ pub(super) async fn raw_log(
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], detail.log).into_response())
 }
 
-/// One file of a bundle incident, as its text was kept.
+/// One file of a bundle incident, as it was kept (a flight-recorder pickle's content as JSON).
 pub(super) async fn incident_file(
     State(state): State<AppState>,
     Path((raw, ordinal)): Path<(String, String)>,
@@ -370,8 +370,8 @@ pub(super) async fn incident_file(
             "Incident {id} has no file {ordinal}."
         )))
     })?;
-    let (_, text) = state.store.incident_file(id, ordinal).await?;
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+    let (file, text) = state.store.incident_file(id, ordinal).await?;
+    Ok(([(header::CONTENT_TYPE, file.media_type())], text).into_response())
 }
 
 /// GPUs and hosts that failed first in several jobs.

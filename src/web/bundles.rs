@@ -130,8 +130,9 @@ pub struct FileView {
     pub size: String,
     /// Lines kept.
     pub lines: i64,
-    /// Only its readable text is kept.
-    pub binary: bool,
+    /// How it was kept, when not as it came: `a flight-recorder pickle, kept as fr_3.json (its
+    /// content in JSON)`.
+    pub kept: Option<String>,
 }
 
 /// The page's view of a bundle and its stored files.
@@ -201,11 +202,22 @@ pub fn bundle_view(bundle: &BundleDiagnosis, files: &[StoredFile]) -> BundleView
                 kind: f.kind.replace('_', " "),
                 size: human_bytes(usize::try_from(f.bytes).unwrap_or(usize::MAX)),
                 lines: f.lines,
-                binary: f.binary,
+                kept: kept_words(f),
             })
             .collect(),
         timeline_svg: timeline_svg(bundle),
         warnings: bundle.warnings.iter().map(|w| w.message.clone()).collect(),
+    }
+}
+
+/// How a file was kept, in words, when not as it came.
+fn kept_words(file: &StoredFile) -> Option<String> {
+    match (&file.kept_as, file.binary) {
+        (Some(kept_as), _) => Some(format!(
+            "a flight-recorder pickle, kept as {kept_as} (its content in JSON)"
+        )),
+        (None, true) => Some("binary: only its readable text was kept".to_owned()),
+        (None, false) => None,
     }
 }
 

@@ -1,5 +1,8 @@
 //! A distributed job's files through the API: a multipart bundle, a JSON bundle, an archive, bad
-//! parts refused with JSON errors, and one log answered exactly as before.
+//! parts refused with JSON errors, and one log answered exactly as before. What a user submits is
+//! kept in a form that reads back: a flight-recorder pickle as its JSON, from which the analysis
+//! gives the same diagnosis; any other binary file is neither analysed nor kept, and the answer
+//! says so.
 
 use std::io::Write;
 
@@ -90,6 +93,9 @@ pub fn all(s: &TestServer) {
     an_archive_is_unpacked_into_its_files(s);
     bad_parts_are_refused_with_json_errors(s);
     one_log_is_answered_as_before(s);
+    a_flight_recorder_pickle_is_kept_as_its_json_and_the_kept_files_give_the_same_diagnosis(s);
+    a_binary_file_that_is_no_dump_is_neither_analysed_nor_kept_and_the_answer_says_so(s);
+    a_bundle_of_binary_files_none_of_them_a_dump_is_refused_with_a_json_error(s);
 }
 
 fn a_multipart_bundle_names_the_rank_that_failed_first(s: &TestServer) {
@@ -290,6 +296,265 @@ fn one_log_is_answered_as_before(s: &TestServer) {
     );
     assert_eq!(one_part, plain, "one file in a multipart body is one log");
     assert_eq!(one_file, plain, "one file in a JSON bundle is one log");
+}
+
+/// A job of the fixtures (`tests/fixtures/distributed/<job>/`): every file but its verdict and
+/// torch's JSON copies of its dumps, so that each dump comes as torch writes it, a pickle.
+fn fixture_job(job: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/distributed")
+        .join(job);
+    let mut files = Vec::new();
+    let mut stack = vec![dir.clone()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+            let name = path.strip_prefix(&dir).unwrap_or(&path).display().to_string();
+            if path.is_dir() {
+                stack.push(path);
+            } else if name != "expected.toml" && !(name.contains("fr_trace/") && name.ends_with(".json")) {
+                let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                files.push((name, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_array()
+        .and_then(|items| items.iter().find(|f| f["name"] == name))
+        .unwrap_or_else(|| panic!("no {name} in {list}"))
+}
+
+fn warnings(doc: &Value) -> Vec<String> {
+    doc["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|w| w["message"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The first fault and the collectives: what a re-run must give again.
+fn verdict(doc: &Value) -> (Value, Value, Value, Value) {
+    let fault = &doc["first_fault"];
+    (
+        fault["kind"].clone(),
+        fault["rank"].clone(),
+        fault["collective"].clone(),
+        doc["collectives"].clone(),
+    )
+}
+
+fn a_flight_recorder_pickle_is_kept_as_its_json_and_the_kept_files_give_the_same_diagnosis(s: &TestServer) {
+    let job = "sleep-past-timeout-torch2.15.0-gloo-n8";
+    let files = fixture_job(job);
+    let parts: Vec<(&str, Option<&str>, &[u8])> = files
+        .iter()
+        .map(|(name, bytes)| ("file", Some(name.as_str()), bytes.as_slice()))
+        .collect();
+    let answer = post_multipart(s, "/api/v1/analyze", &parts);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let doc = answer.json();
+    assert_eq!(
+        (&doc["first_fault"]["kind"], &doc["first_fault"]["rank"]),
+        (&json!("never_entered"), &json!(3)),
+        "the straggler is found from the dumps: {doc}"
+    );
+    assert!(warnings(&doc).is_empty(), "{:?}", warnings(&doc));
+
+    let id = support::json_i64(&doc, "incident_id");
+    let incident = s.get(&format!("/api/v1/incidents/{id}")).json();
+    let stored = &incident["files"];
+    assert_eq!(
+        stored.as_array().map(Vec::len),
+        Some(files.len()),
+        "every file is kept"
+    );
+    let dump = named(stored, "host-a/fr_trace/fr_3");
+    assert_eq!(
+        (&dump["kind"], &dump["binary"], &dump["kept_as"]),
+        (
+            &json!("flight_recorder"),
+            &json!(true),
+            &json!("host-a/fr_trace/fr_3.json")
+        )
+    );
+    let log = named(stored, "host-a/console.log");
+    assert!(
+        log.get("kept_as").is_none(),
+        "a text file is kept as it came: {log}"
+    );
+
+    // The kept dump reads back as JSON, the same structure torch's own JSON dump has.
+    let kept = s.get(&format!("/api/v1/incidents/{id}/files/{}", dump["ordinal"]));
+    assert_eq!(kept.status, 200, "{}", kept.body);
+    assert_eq!(kept.header("content-type"), Some("application/json"));
+    let kept = kept.json();
+    let torch_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/distributed")
+        .join(job)
+        .join("host-a/fr_trace/fr_3.json");
+    let torch: Value = serde_json::from_slice(&std::fs::read(&torch_path).unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (&kept["version"], &kept["pg_config"]),
+        (&torch["version"], &torch["pg_config"])
+    );
+    let entries = |d: &Value| d["entries"].as_array().cloned().unwrap_or_default();
+    assert_eq!(entries(&kept).len(), entries(&torch).len());
+    assert!(!entries(&kept).is_empty(), "{kept}");
+    for (mine, theirs) in entries(&kept).iter().zip(entries(&torch).iter()) {
+        let keys = |e: &Value| e.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(keys(mine), keys(theirs));
+        for key in [
+            "collective_seq_id",
+            "profiling_name",
+            "input_sizes",
+            "state",
+            "pg_id",
+        ] {
+            assert_eq!(mine[key], theirs[key], "{key}");
+        }
+    }
+    let seq = |d: &Value| {
+        d["pg_status"]["0"]["last_enqueued_collective"]
+            .to_string()
+            .replace('"', "")
+    };
+    assert_eq!(
+        seq(&kept),
+        seq(&torch),
+        "torch writes the number as a string, the kept JSON as it was"
+    );
+    let text = s.get(&format!("/api/v1/incidents/{id}/files/{}", log["ordinal"]));
+    assert_eq!(text.header("content-type"), Some("text/plain; charset=utf-8"));
+
+    // Run again from the files as kept, each under the name it is kept as: the same diagnosis.
+    let kept_files: Vec<(String, String)> = stored
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|f| {
+                    let name = f["kept_as"].as_str().or(f["name"].as_str()).unwrap_or_default();
+                    let body = s
+                        .get(&format!("/api/v1/incidents/{id}/files/{}", f["ordinal"]))
+                        .body;
+                    (name.to_owned(), body)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let rerun = post_multipart(s, "/api/v1/analyze?store=false", &files_of(&kept_files));
+    assert_eq!(rerun.status, 200, "{}", rerun.body);
+    assert_eq!(verdict(&rerun.json()), verdict(&doc));
+
+    let page = s.get(&format!("/incidents/{id}")).body;
+    assert!(
+        page.contains("a flight-recorder pickle, kept as host-a/fr_trace/fr_3.json (its content in JSON)"),
+        "{page}"
+    );
+    let shown = s.get(&format!("/incidents/{id}/files/{}", dump["ordinal"]));
+    assert_eq!(shown.header("content-type"), Some("application/json"));
+
+    // A pickle sent alone is a bundle of one dump, kept the same way, not one log of lossy text.
+    let alone = post_multipart(
+        s,
+        "/api/v1/analyze",
+        &[(
+            "file",
+            Some("fr_trace/fr_3"),
+            &files[files
+                .iter()
+                .position(|(n, _)| n == "host-a/fr_trace/fr_3")
+                .unwrap_or(0)]
+            .1,
+        )],
+    );
+    assert_eq!(alone.status, 200, "{}", alone.body);
+    assert_eq!(alone.json()["kind"], "bundle");
+    let id = support::json_i64(&alone.json(), "incident_id");
+    let one = s.get(&format!("/api/v1/incidents/{id}")).json();
+    assert_eq!(
+        named(&one["files"], "fr_trace/fr_3")["kept_as"],
+        "fr_trace/fr_3.json"
+    );
+}
+
+/// An ELF core dump's first bytes and a PNG's: binary files faultline does not read.
+const CORE_DUMP: &[u8] = b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x3e\x00";
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00";
+
+fn a_binary_file_that_is_no_dump_is_neither_analysed_nor_kept_and_the_answer_says_so(s: &TestServer) {
+    let files = four_ranks();
+    let mut parts = files_of(&files);
+    parts.push(("file", Some("core.1234"), CORE_DUMP));
+    parts.push(("file", Some("loss.png"), PNG));
+    let answer = post_multipart(s, "/api/v1/analyze", &parts);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let doc = answer.json();
+    assert_eq!(doc["first_fault"]["rank"], 2, "{doc}");
+    let said = warnings(&doc);
+    for name in ["core.1234", "loss.png"] {
+        let words =
+            format!("file \"{name}\": binary, not a format faultline reads; not analysed and not kept");
+        assert!(said.contains(&words), "{said:?}");
+        assert!(
+            doc["files"]
+                .as_array()
+                .is_some_and(|f| f.iter().all(|f| f["name"] != name)),
+            "{name} was not analysed: {doc}"
+        );
+    }
+
+    let id = support::json_i64(&doc, "incident_id");
+    let incident = s.get(&format!("/api/v1/incidents/{id}")).json();
+    let names: Vec<&str> = incident["files"]
+        .as_array()
+        .map(|f| f.iter().filter_map(|f| f["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        names,
+        vec!["rank0.log", "rank1.log", "rank2.log", "rank3.log"],
+        "only what was read is kept"
+    );
+    assert_eq!(warnings(&incident["bundle"]), said, "the incident says so too");
+    let page = s.get(&format!("/incidents/{id}")).body;
+    assert!(
+        page.contains("core.1234") && page.contains("not analysed and not kept"),
+        "{page}"
+    );
+}
+
+fn a_bundle_of_binary_files_none_of_them_a_dump_is_refused_with_a_json_error(s: &TestServer) {
+    let refused = |answer: Answer| {
+        assert_eq!(answer.status, 422, "{}", answer.body);
+        let doc = answer.json();
+        assert_eq!(doc["error"], "unprocessable");
+        let detail = doc["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.starts_with("no file of the bundle can be read")
+                && detail.contains(r#""core.1234": binary, not a format faultline reads"#),
+            "{doc}"
+        );
+    };
+    refused(post_multipart(
+        s,
+        "/api/v1/analyze",
+        &[
+            ("file", Some("core.1234"), CORE_DUMP),
+            ("file", Some("loss.png"), PNG),
+        ],
+    ));
+    refused(post_multipart(
+        s,
+        "/api/v1/analyze",
+        &[("file", Some("core.1234"), CORE_DUMP)],
+    ));
 }
 
 /// A zip that inflates past the server's limit is refused before it is inflated.
