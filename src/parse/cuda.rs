@@ -12,7 +12,9 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
         // The second form is a device assertion line cut after its expression (a log viewer's
         // line limit, a paste cut short): the thread grid before it says what it is.
-        trigger: r"Assertion [`'].*[`'] failed|thread: \[[^\]]*\] Assertion [`'][^`']+[`']",
+        // The third is one whose quotes were lost (Markdown takes backquotes for code): the
+        // thread grid says it is a kernel's.
+        trigger: r"Assertion [`'].*[`'] failed|thread: \[[^\]]*\] Assertion [`'][^`']+[`']|thread: \[[^\]]*\] Assertion [^`'\s].* failed",
         handle: assertion,
     },
     Extractor {
@@ -20,7 +22,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: ",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S",
         handle: numbered_error,
     },
     Extractor {
@@ -187,10 +189,12 @@ fn known_by_message(message: &str) -> Option<&'static (&'static str, &'static st
         .find(|(fragment, ..)| lower.contains(&fragment.to_ascii_lowercase()))
 }
 
-fn assertion(out: &mut Collector, line: &Line<'_>) {
+pub(super) fn assertion(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
     let grid = thread_grid(text);
-    let expression = assertion_expression(text).or_else(|| grid.and_then(|_| cut_assertion_expression(text)));
+    let expression = assertion_expression(text).or_else(|| {
+        grid.and_then(|_| cut_assertion_expression(text).or_else(|| unquoted_assertion_expression(text)))
+    });
     let Some(expression) = expression else {
         return;
     };
@@ -378,6 +382,16 @@ fn cut_assertion_expression(text: &str) -> Option<&str> {
     (" failed.".starts_with(rest) && !expression.is_empty()).then_some(expression)
 }
 
+/// The expression of an assertion line that lost its quotes (`Assertion t >= 0 && t < n_classes
+/// failed.`: Markdown read the backquotes as code marks), read only after a kernel's thread grid.
+fn unquoted_assertion_expression(text: &str) -> Option<&str> {
+    let after = &text[text.rfind("] Assertion ")? + "] Assertion ".len()..];
+    let end = after.rfind(" failed")?;
+    let expression = after[..end].trim();
+    let quoted = expression.contains(['`', '\'']);
+    (!expression.is_empty() && !quoted).then_some(expression)
+}
+
 /// `void indexSelectSmallIndex(TensorInfo<T, IndexType>, …) [with T = float]` → `indexSelectSmallIndex`.
 fn short_function(signature: &str) -> Option<String> {
     if signature.is_empty() {
@@ -464,6 +478,12 @@ const NUMBERED: &[(&str, CudaApi)] = &[
     // tiny-cuda-nn: `cudaStreamCreate(&m_stream) failed with error unknown error`
     (
         r"\bcuda[A-Z]\w*\(.*\) failed with error (?P<m>.+)$",
+        CudaApi::Runtime,
+    ),
+    // TensorRT-LLM and FasterTransformer's check: `CUDA runtime error in ::cudaMallocAsync(ptr, n,
+    // stream): out of memory (/app/…/tllmBuffers.h:112)`
+    (
+        r"CUDA runtime error in \S.*?\): (?P<m>.+?)(?: \(?\S+\.\w+:\d+\)?)?$",
         CudaApi::Runtime,
     ),
     // the widespread `gpuErrchk` macro: `GPUassert: <message> <file> <line>`
@@ -804,6 +824,32 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_assertion_whose_quotes_markdown_ate_is_still_read() {
+        let a = only_assert(
+            "/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:105: void cunn_ClassNLLCriterion_updateOutput_kernel(Dtype *, Dtype *, Dtype *, long *, Dtype *, int, int, int, int, long) [with Dtype = float, Acctype = float]: block: [0,0,0], thread: [12,0,0] Assertion t >= 0 && t < n_classes failed.",
+        );
+        assert_eq!(a.expression, "t >= 0 && t < n_classes");
+        assert_eq!(
+            a.function.as_deref(),
+            Some("cunn_ClassNLLCriterion_updateOutput_kernel")
+        );
+    }
+
+    #[test]
+    fn an_unquoted_assertion_without_a_thread_grid_is_no_device_assertion() {
+        for line in [
+            "main.c:12: main: Assertion n > 0 failed.",
+            "Assertion t >= 0 && t < n_classes failed.",
+        ] {
+            let events = parse_str(line).events;
+            assert!(
+                !events.iter().any(|e| matches!(e.kind, EventKind::CudaAssert(_))),
+                "{line}: {events:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_bare_assertion_without_a_file_is_still_an_assertion() {
         let a = only_assert("Assertion `srcIndex < srcSelectDimSize` failed");
         assert_eq!(a.file, None);
@@ -990,6 +1036,22 @@ mod tests {
         );
         assert_eq!(e.len(), 1, "{e:?}");
         assert_eq!(e[0].name.as_deref(), Some("cudaErrorUnknown"));
+    }
+
+    #[test]
+    fn tensorrt_llm_names_the_call_then_the_runtime_message() {
+        assert_eq!(
+            codes_and_messages(
+                "[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)"
+            ),
+            vec![(Some(2), "out of memory".to_owned())]
+        );
+        assert_eq!(
+            codes_and_messages(
+                "[FT][ERROR] CUDA runtime error in cudaMemcpyAsync(dst, src, size, kind, stream): an illegal memory access was encountered /workspace/src/utils/memory_utils.cu:97"
+            ),
+            vec![(Some(700), "an illegal memory access was encountered".to_owned())]
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@ mod facts;
 mod libs;
 mod oom;
 mod traceback;
+mod wrapped;
 
 pub use advice::advice_kind;
 pub use collector::{Collector, MAX_EVENTS};
@@ -106,6 +107,7 @@ struct Starts {
     traceback: bool,
     cpp: bool,
     child: bool,
+    wrapped: bool,
 }
 
 /// Every trigger, in dispatch order (the extractors' first, then those that can open a
@@ -120,6 +122,7 @@ pub fn trigger_patterns() -> impl Iterator<Item = String> {
         .chain(traceback::TRIGGERS.iter().copied())
         .chain(cpp::TRIGGERS.iter().copied())
         .chain(child::TRIGGERS.iter().copied())
+        .chain(wrapped::TRIGGERS.iter().copied())
         .map(|p| format!("(?-u:{p})"))
 }
 
@@ -152,6 +155,7 @@ pub struct Parser {
     tracebacks: traceback::Tracebacks,
     cpp: cpp::CppTraces,
     children: child::ChildFailures,
+    wrapped: wrapped::WrappedAssertions,
     /// The dispatch set's matches on the current line (made on the first line that comes
     /// without its triggers).
     dispatch: Option<SetMatches>,
@@ -186,6 +190,7 @@ impl Parser {
         let tb = extractors + traceback::TRIGGERS.len();
         let cpp = tb + cpp::TRIGGERS.len();
         let child = cpp + child::TRIGGERS.len();
+        let wrapped = child + wrapped::TRIGGERS.len();
         let mut starts = Starts::default();
         for i in triggers {
             match i {
@@ -193,18 +198,23 @@ impl Parser {
                 i if i < tb => starts.traceback = true,
                 i if i < cpp => starts.cpp = true,
                 i if i < child => starts.child = true,
+                i if i < wrapped => starts.wrapped = true,
                 _ => {}
             }
         }
         self.tracebacks.line(&mut self.out, line, starts.traceback);
         self.cpp.line(&mut self.out, line, starts.cpp);
         self.children.line(&mut self.out, line, starts.child);
+        self.wrapped.line(&mut self.out, line, starts.wrapped);
     }
 }
 
 impl LineSink for Parser {
     fn wants_every_line(&self) -> bool {
-        self.tracebacks.wants_every_line() || self.cpp.wants_every_line() || self.children.wants_every_line()
+        self.tracebacks.wants_every_line()
+            || self.cpp.wants_every_line()
+            || self.children.wants_every_line()
+            || self.wrapped.wants_every_line()
     }
 
     fn line(&mut self, line: &Line<'_>) {
