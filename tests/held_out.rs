@@ -128,3 +128,103 @@ fn class_detectors_name_no_class_in_a_log_labelled_none_and_are_never_sure() {
     assert!(on_none.is_empty(), "detectors fired on none cases: {on_none:?}");
     assert!(named >= 2, "the detectors named {named} case(s)");
 }
+
+/// The classes each column of the coverage table in rules/README.md stands for (its "Classes:"
+/// paragraph): a class, or a family ending in `.`.
+const COVERAGE_COLUMNS: &[(&str, &[&str])] = &[
+    ("OOM", &["cuda.oom"]),
+    ("device", &["torch.device_mismatch"]),
+    ("dtype", &["torch.dtype_mismatch"]),
+    ("shape", &["torch.shape_mismatch"]),
+    ("index / assert", &["cpu.index_error", "cuda.device_assert."]),
+    ("NaN / Inf", &["torch.nan_inf"]),
+    ("ckpt size", &["hf.checkpoint_size_mismatch"]),
+    (
+        "CUDA runtime",
+        &[
+            "cuda.illegal_memory_access",
+            "cuda.misaligned_address",
+            "cuda.launch_failure",
+            "cuda.launch_timeout",
+            "cuda.hardware_fault",
+            "other.cuda_unknown_error",
+        ],
+    ),
+    (
+        "driver / setup",
+        &[
+            "cuda.not_available",
+            "cuda.driver_too_old",
+            "cuda.no_kernel_image",
+            "cuda.initialization_error",
+            "cuda.busy_or_unavailable",
+            "cuda.invalid_device",
+        ],
+    ),
+    ("cuBLAS", &["cublas.", "other.cublas_unknown_error"]),
+    ("cuDNN", &["cudnn.status"]),
+    ("NCCL", &["nccl.error"]),
+];
+
+/// The held-out ids in the coverage table's cells, with their stack and column.
+fn coverage_table_cases() -> Vec<(String, &'static str, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/rules/README.md");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let table = text
+        .split("## Coverage by framework and version")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{path} has no coverage section"));
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("| stack |"))
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    let header = rows.first().unwrap_or_else(|| panic!("{path}: no table"));
+    let columns: Vec<&str> = COVERAGE_COLUMNS.iter().map(|(name, _)| *name).collect();
+    assert_eq!(header[1..], columns[..], "the table's columns changed");
+    let id = regex::Regex::new(r"^(?:h\d+[a-z]|[a-f])\d{3}$").unwrap_or_else(|e| panic!("{e}"));
+    let mut cases = Vec::new();
+    for row in rows.iter().skip(2) {
+        for (column, cell) in columns.iter().zip(&row[1..]) {
+            for token in cell.split_whitespace().filter(|t| id.is_match(t)) {
+                cases.push((token.to_owned(), *column, row[0].to_owned()));
+            }
+        }
+    }
+    cases
+}
+
+#[test]
+fn every_held_out_case_the_coverage_table_names_is_of_its_column_and_diagnosed_as_labelled() {
+    let cases = held_out();
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let named = coverage_table_cases();
+    assert!(named.len() >= 100, "{} ids in the coverage table", named.len());
+    for (id, column, stack) in named {
+        let case = cases
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("{stack} / {column}: {id} is no held-out case"));
+        let classes = COVERAGE_COLUMNS
+            .iter()
+            .find(|(name, _)| *name == column)
+            .map_or(&[][..], |(_, classes)| *classes);
+        let of_column = |class: &str| {
+            classes
+                .iter()
+                .any(|c| class == *c || (c.ends_with('.') && class.starts_with(c)))
+        };
+        assert!(
+            of_column(&case.label),
+            "{stack} / {column}: {id} is labelled {}",
+            case.label
+        );
+        let prediction = judge(case, &analyze_str(&rules, &case.log));
+        assert!(
+            prediction.top1,
+            "{stack} / {column}: {id} is diagnosed {:?}",
+            prediction.classes
+        );
+    }
+}
