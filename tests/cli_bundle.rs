@@ -1,7 +1,8 @@
 //! `faultline analyze` given a distributed job: several files, a folder, a `.tar.gz` or a `.zip`
 //! are one bundle; archives over the limits and missing files are refused with exit code 2; a
 //! single log is still analyzed as before. A binary file that is no flight-recorder dump is left
-//! out with the warning the service gives; a bundle of nothing else is refused with exit code 2.
+//! out with the warning the service gives; a bundle of nothing else, or one such file alone, is
+//! refused with exit code 2; a flight-recorder pickle alone is read as a one-file bundle.
 
 mod support;
 
@@ -138,6 +139,37 @@ fn a_bundle_of_binary_files_none_of_them_a_dump_is_refused_with_exit_2() {
         &faultline(&["analyze", utf8(&dir)], ""),
         r#"no file of the bundle can be read ("core.1234": binary, not a format faultline reads"#,
     );
+}
+
+#[test]
+fn a_single_binary_file_is_refused_in_the_bundle_s_words_not_read_as_text() {
+    let dir = scratch("single-binary");
+    let core = dir.join("core.1234");
+    write(&core, CORE_DUMP);
+    refused(
+        &faultline(&["analyze", utf8(&core)], ""),
+        r#"core.1234": binary, not a format faultline reads"#,
+    );
+}
+
+#[test]
+fn a_single_flight_recorder_pickle_is_read_as_a_one_file_bundle() {
+    let dump = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/distributed/raise-value-2nodes-torch2.15.0-gloo-n8/host-a/fr_trace/fr_0"
+    );
+    let o = faultline(&["analyze", "--format", "json", dump], "");
+    assert_eq!(o.status.code(), Some(1), "one healthy rank's dump: nothing found");
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)));
+    let files = d["files"].as_array().unwrap_or_else(|| panic!("no files: {d:#}"));
+    assert_eq!(files.len(), 1, "{d:#}");
+    assert_eq!(files[0]["kind"], "flight_recorder", "{d:#}");
+    assert_eq!(
+        d["coverage"]["world_size"], 8,
+        "the dump's group gives the job's size: {d:#}"
+    );
+    assert_eq!(d["coverage"]["with_dump"], serde_json::json!([0]), "{d:#}");
 }
 
 /// A ustar header for a regular file.

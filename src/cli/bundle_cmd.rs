@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::{EXIT_NOTHING, EXIT_OK, RulesOption};
+use crate::bundle::binary::is_binary;
 use crate::bundle::xid::{CATALOG_FILE, XidCatalog};
 use crate::bundle::{ArchiveLimits, BundleAnalyzer, archive_kind, read_archive, render};
 
@@ -32,11 +33,13 @@ pub fn is_bundle(files: &[PathBuf]) -> anyhow::Result<bool> {
             if one.is_dir() {
                 return Ok(true);
             }
-            let mut head = [0u8; 4];
-            let n = File::open(one)
-                .and_then(|mut f| f.read(&mut head))
+            // An archive is a bundle; so is a binary file (a flight-recorder pickle is read as a
+            // one-file bundle, anything else is refused there with the bundle's words).
+            let mut head = Vec::with_capacity(8192);
+            File::open(one)
+                .and_then(|f| f.take(8192).read_to_end(&mut head))
                 .with_context(|| format!("cannot open {}", one.display()))?;
-            Ok(archive_kind(&head[..n]).is_some())
+            Ok(archive_kind(&head).is_some() || is_binary(&head))
         }
         _ => Ok(true),
     }
