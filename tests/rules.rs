@@ -1,8 +1,15 @@
 //! Every rule's examples, as `faultline rules test` runs them: a failure names the rule file and
-//! the example.
+//! the example. And the rule patterns as the line set runs them: cheap, and matching the same
+//! lines.
 
+use std::borrow::Cow;
+
+use faultline::normalize::Normalizer;
+use faultline::rulecheck::cost::unguarded_loop;
 use faultline::rulecheck::examples::run_examples;
 use faultline::rules::RuleSet;
+use faultline::scan::set_form;
+use regex_syntax::hir::Hir;
 
 #[test]
 fn every_rule_example_holds() {
@@ -19,4 +26,61 @@ fn every_rule_example_holds() {
         report.run >= 2 * rules.rules().len(),
         "every rule has a positive and a negative example"
     );
+}
+
+/// Every line of every rule example, normalized as the analysis reads it.
+fn example_lines(rules: &RuleSet) -> Vec<String> {
+    let mut normalizer = Normalizer::new();
+    rules
+        .rules()
+        .iter()
+        .flat_map(|r| &r.examples)
+        .flat_map(|e| e.log.lines())
+        .map(|raw| normalizer.normalize(0, raw.as_bytes()).text.to_owned())
+        .collect()
+}
+
+#[test]
+fn no_rule_pattern_keeps_the_line_set_under_way_in_every_word() {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let table = rules.patterns();
+    let costly: Vec<&str> = (0..table.len())
+        .filter(|&p| unguarded_loop(&set_form(table.hir(p))).is_some())
+        .map(|p| table.source(p))
+        .collect();
+    assert!(
+        costly.is_empty(),
+        "patterns that can loop over a wide class before a literal (`faultline rules lint` says more): {costly:#?}"
+    );
+}
+
+#[test]
+fn the_line_set_runs_each_pattern_in_a_form_that_matches_the_same_example_lines() {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let table = rules.patterns();
+    let lines = example_lines(&rules);
+    let compile = |hir: &Hir| {
+        regex::bytes::RegexBuilder::new(&hir.to_string())
+            .unicode(false)
+            .build()
+            .unwrap_or_else(|e| panic!("{hir}: {e}"))
+    };
+    let mut changed = 0;
+    for p in 0..table.len() {
+        let form = set_form(table.hir(p));
+        if matches!(form, Cow::Borrowed(_)) {
+            continue;
+        }
+        changed += 1;
+        let (whole, reduced) = (compile(table.hir(p)), compile(&form));
+        for line in &lines {
+            assert_eq!(
+                whole.is_match(line.as_bytes()),
+                reduced.is_match(line.as_bytes()),
+                "{} on {line:?}",
+                table.source(p)
+            );
+        }
+    }
+    assert!(changed > 0, "some patterns have a loop to cut");
 }

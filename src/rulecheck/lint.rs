@@ -6,10 +6,12 @@ use std::fmt;
 
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
+use super::cost;
 use crate::diagnose::analyze_str;
 use crate::model::Role;
 use crate::normalize::Normalizer;
 use crate::rules::{Rule, RuleSet};
+use crate::scan::set_form;
 
 /// Shortest literal that lets the prefilter skip lines without running a pattern's automaton.
 const MIN_LITERAL: usize = 3;
@@ -66,6 +68,9 @@ pub fn lint(rules: &RuleSet) -> Vec<Lint> {
         }
         for message in costly_patterns(rules, rule) {
             push(LintLevel::Warning, message);
+        }
+        for message in unguarded_loops(rules, rule) {
+            push(LintLevel::Error, message);
         }
         if let Some(message) = shadowed(rules, rule) {
             push(LintLevel::Warning, message);
@@ -148,6 +153,39 @@ fn costly_patterns(rules: &RuleSet, rule: &Rule) -> Vec<String> {
                     "{source:?} has no literal of {MIN_LITERAL}+ characters: every line must run its automaton; anchor it on a fixed word"
                 )
             })
+        })
+        .collect()
+}
+
+/// Patterns of the `match` and `extract` fields (all of them run in the line set) that can enter
+/// a loop over a wide class before a literal: see [`cost`].
+fn unguarded_loops(rules: &RuleSet, rule: &Rule) -> Vec<String> {
+    let fields = [
+        ("match.any", &rule.any),
+        ("match.all", &rule.all),
+        ("match.same_line", &rule.same_line),
+        ("match.not", &rule.not),
+    ];
+    let listed = fields.into_iter().flat_map(|(field, ids)| {
+        ids.iter()
+            .enumerate()
+            .map(move |(i, &p)| (format!("{field}[{i}]"), p))
+    });
+    let extracted = rule
+        .extract
+        .iter()
+        .map(|(name, p)| (format!("extract.{name}"), *p));
+    listed
+        .chain(extracted)
+        .filter_map(|(field, p)| {
+            let read = cost::unguarded_loop(&set_form(rules.patterns().hir(p)))?;
+            Some(format!(
+                "{field} {:?} can loop over a wide class (\\w+, \\S*, .*, [^…]+) after {read} byte(s) of literal: \
+                 the line set is then under way in every word of every line and builds states for each \
+                 (costly on logs it has not seen); start the pattern with {} or more literal bytes",
+                rules.patterns().source(p),
+                cost::GUARD
+            ))
         })
         .collect()
 }

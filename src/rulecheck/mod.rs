@@ -3,5 +3,6 @@
 //! ([`lint`]). Here, not in `rules`, because it runs `diagnose`, which uses `rules`: dependencies
 //! point one way.
 
+pub mod cost;
 pub mod examples;
 pub mod lint;

@@ -168,6 +168,11 @@ impl PatternTable {
         &self.patterns[id]
     }
 
+    /// The pattern as parsed, which the line set is compiled from.
+    pub fn hir(&self, id: usize) -> &Hir {
+        &self.parsed[id]
+    }
+
     /// Whether the pattern has capture groups (whether a hit has values to give).
     pub fn has_groups(&self, id: usize) -> bool {
         self.parsed[id].properties().explicit_captures_len() > 0

@@ -9,12 +9,14 @@
 mod pipeline;
 mod prefilter;
 mod set;
+mod set_form;
 mod tail;
 
 use pipeline::Split;
 
 pub use prefilter::{Prefilter, PrefilterError, ascii_classes, relax};
 pub use set::{LineSet, SetError, SetMatches};
+pub use set_form::set_form;
 pub use tail::Tail;
 
 use std::io::{self, Read};

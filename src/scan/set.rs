@@ -10,13 +10,15 @@
 //! (progress and loss lines that only a rule's pattern made candidates), it first asks whether
 //! anything matches at all: 10-16 % off a pass over the held-out corpus's logs.
 
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use regex_automata::hybrid::dfa::{Cache, DFA, OverlappingState};
 use regex_automata::nfa::thompson::{self, NFA, WhichCaptures, pikevm};
 use regex_automata::{Input, MatchKind, PatternSet};
 use regex_syntax::hir::Hir;
+
+use super::set_form::set_form;
 
 /// A set that did not compile.
 #[derive(Debug, thiserror::Error)]
@@ -85,8 +87,10 @@ impl LineSet {
         Self::from_hirs(&parsed)
     }
 
-    /// Compiles patterns already parsed (pattern `i` of the set is `patterns[i]`).
+    /// Compiles patterns already parsed (pattern `i` of the set is `patterns[i]`), each in the
+    /// form that decides whether it matches a line and no more ([`set_form`]).
     pub fn from_hirs<H: Borrow<Hir>>(patterns: &[H]) -> Result<Self, SetError> {
+        let patterns: Vec<Cow<'_, Hir>> = patterns.iter().map(|p| set_form(p.borrow())).collect();
         let nfa: NFA = thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
@@ -95,7 +99,7 @@ impl LineSet {
                     // A whole rule base as one set stays well under it.
                     .nfa_size_limit(Some(512 << 20)),
             )
-            .build_many_from_hir(patterns)
+            .build_many_from_hir(&patterns)
             .map_err(Box::new)?;
         let dfa = DFA::builder()
             .configure(
@@ -146,8 +150,8 @@ impl LineSet {
         }
     }
 
-    /// Records in `out` which patterns match somewhere in `line`; returns whether any did.
-    /// `out` must come from [`LineSet::new_matches`] of this set.
+    /// Records in `out` which patterns match somewhere in `line` (one line: no `\n` in it);
+    /// returns whether any did. `out` must come from [`LineSet::new_matches`] of this set.
     pub fn matches(&self, line: &[u8], out: &mut SetMatches) -> bool {
         out.clear();
         let input = Input::new(line);
