@@ -296,8 +296,15 @@ impl<'r> Matcher<'r> {
                 evidence.push((line, event.warning));
             }
         }
+        // A value is read from the finding's own lines when one of them holds it (a detector's
+        // `detail` is the error it found), else from the first line of the log that does (a
+        // figure printed elsewhere: `vocab_size=…` in a config dump).
         for (name, p) in &rule.extract {
-            if let Some(hit) = self.hits(*p).earliest() {
+            let hits = self.hits(*p);
+            let on_evidence = hits
+                .all()
+                .find(|h| evidence.iter().any(|(e, _)| e.line == h.line));
+            if let Some(hit) = on_evidence.or_else(|| hits.earliest()) {
                 extract_value(self.rules, *p, name, &hit.text, &mut captures);
             }
         }
