@@ -1,13 +1,14 @@
 //! Every rule's examples, as `faultline rules test` runs them: a failure names the rule file and
 //! the example. And the rule patterns as the line set runs them: cheap, and matching the same
-//! lines.
+//! lines. And where the rule language reads a rule's extracted values.
 
 use std::borrow::Cow;
 
+use faultline::diagnose::analyze_str;
 use faultline::normalize::Normalizer;
 use faultline::rulecheck::cost::unguarded_loop;
 use faultline::rulecheck::examples::run_examples;
-use faultline::rules::RuleSet;
+use faultline::rules::{RuleFile, RuleSet};
 use faultline::scan::set_form;
 use regex_syntax::hir::Hir;
 
@@ -83,4 +84,69 @@ fn the_line_set_runs_each_pattern_in_a_form_that_matches_the_same_example_lines(
         }
     }
     assert!(changed > 0, "some patterns have a loop to cut");
+}
+
+fn rule_file(relative: &str, text: &str) -> RuleFile {
+    RuleFile {
+        relative: relative.to_owned(),
+        display: format!("rules/{relative}"),
+        text: text.to_owned(),
+    }
+}
+
+#[test]
+fn an_extracted_value_comes_from_the_finding_s_own_line_when_one_holds_it_else_from_the_first() {
+    let taxonomy = rule_file(
+        "taxonomy.toml",
+        "[[class]]\nid = \"cuda.oom\"\ndescription = \"GPU memory exhausted.\"\n",
+    );
+    let rule = rule_file(
+        "test/oom.toml",
+        r#"
+id = "test.oom"
+class = "cuda.oom"
+title = "Out of memory"
+summary = "{detail|}"
+severity = "error"
+priority = 50
+role = "root"
+confidence = "high"
+
+[match]
+any = ['CUDA out of memory']
+
+[extract]
+detail = '(?i)(tried\b.*)'
+steps = 'max_steps=(\d+)'
+
+[[cause]]
+title = "Batch too large"
+detail = "Lower the batch size."
+
+[[fix]]
+title = "Halve the batch size"
+
+[[example]]
+name = "torch OOM"
+log = "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB"
+expect = { matched = true }
+"#,
+    );
+    let set = RuleSet::from_files(&taxonomy, &[rule], "test").unwrap_or_else(|e| panic!("{e}"));
+    let log = "config: max_steps=500\nnote: tried a warm-up run first\nRuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n";
+    let diagnosis = analyze_str(&set, log);
+    let finding = diagnosis
+        .findings
+        .first()
+        .unwrap_or_else(|| panic!("no finding: {diagnosis:?}"));
+    assert_eq!(
+        finding.captures.get("detail").map(String::as_str),
+        Some("Tried to allocate 20.00 MiB"),
+        "the error line holds a detail: it is read there, not from the note before it"
+    );
+    assert_eq!(
+        finding.captures.get("steps").map(String::as_str),
+        Some("500"),
+        "no line of the finding holds a step count: the log's first is read"
+    );
 }

@@ -236,23 +236,3 @@ fn same_line_patterns_need_an_any_line_to_share() {
     let errs = errors(&[file("detect/memory_words.toml", &bad)]);
     assert!(errs.iter().any(|e| e.contains(": match.same_line: ")), "{errs:?}");
 }
-
-#[test]
-fn an_extracted_value_comes_from_the_finding_s_own_line_when_one_holds_it_else_from_the_first() {
-    let rule = GOOD.replace(
-        "[[cause]]",
-        "[extract]\ndetail = '(?i)(tried\\b.*)'\nsteps = 'max_steps=(\\d+)'\n\n[[cause]]",
-    );
-    let set = load(&[file("test/oom.toml", &rule)]).unwrap_or_else(|e| panic!("{e}"));
-    let log = "config: max_steps=500\nnote: tried a warm-up run first\nRuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n";
-    let diagnosis = crate::diagnose::analyze_str(&set, log);
-    let finding = diagnosis
-        .findings
-        .first()
-        .unwrap_or_else(|| panic!("no finding: {diagnosis:?}"));
-    assert_eq!(
-        finding.captures.get("detail").map(String::as_str),
-        Some("Tried to allocate 20.00 MiB")
-    );
-    assert_eq!(finding.captures.get("steps").map(String::as_str), Some("500"));
-}
