@@ -1,6 +1,8 @@
 //! A CUDA error is diagnosed as its class whatever program printed it: every error of the
 //! runtime's that names a class, in each wording the parser reads (PyTorch, THC, ONNX Runtime,
-//! TensorRT-LLM, ggml, Marian, CTranslate2, darknet, tiny-cuda-nn, the `gpuErrchk` macro).
+//! TensorRT-LLM, ggml, Marian, CTranslate2, darknet, tiny-cuda-nn, the `gpuErrchk` macro); and
+//! the same for cuDNN's statuses and NCCL's results in the words of the frameworks that report
+//! them.
 //!
 //! Three blind rounds of real logs (benches/RESULTS.md) missed errors that the parser had read
 //! in a new wrapper while the rule for their class listed the wrappers it knew by their lines.
@@ -90,6 +92,95 @@ fn every_cuda_error_is_diagnosed_as_its_class_in_every_wording_the_parser_reads(
             }
         }
     }
+    assert!(
+        wrong.is_empty(),
+        "{} wording(s) missed:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+/// Every cuDNN status, printed by PyTorch, old PyTorch, TensorFlow, ONNX Runtime, MXNet,
+/// PaddlePaddle, Caffe and Lua Torch: a cuDNN failure.
+#[test]
+fn every_cudnn_status_is_a_cudnn_failure_in_every_wording() {
+    const STATUSES: &[&str] = &[
+        "CUDNN_STATUS_NOT_INITIALIZED",
+        "CUDNN_STATUS_ALLOC_FAILED",
+        "CUDNN_STATUS_BAD_PARAM",
+        "CUDNN_STATUS_INTERNAL_ERROR",
+        "CUDNN_STATUS_EXECUTION_FAILED",
+        "CUDNN_STATUS_NOT_SUPPORTED",
+        "CUDNN_STATUS_MAPPING_ERROR",
+        "CUDNN_STATUS_ARCH_MISMATCH",
+    ];
+    const WORDINGS: &[&str] = &[
+        "RuntimeError: cuDNN error: {s}",
+        "RuntimeError: CuDNN error: {s}",
+        "2024-01-01 10:00:00.000000: E tensorflow/stream_executor/cuda/cuda_dnn.cc:329] Could not create cudnn handle: {s}",
+        "Status Message: CUDNN failure 4: {s} ; GPU=0 ; hostname=h ; file=conv.cc ; line=1 ; expr=cudnnConvolutionForward(a);",
+        "mxnet.base.MXNetError: [19:09:37] src/operator/./cudnn_rnn-inl.h:710: Check failed: e == CUDNN_STATUS_SUCCESS (8 vs. 0) cuDNN: {s}",
+        "OSError: (External) CUDNN error(4), {s}.",
+        "F0101 10:00:00.000 1234 cudnn_conv_layer.cpp:53] Check failed: status == CUDNN_STATUS_SUCCESS (4 vs. 0)  {s}",
+        "/home/user/torch/install/share/lua/5.1/cudnn/init.lua:58: Error in CuDNN: {s} (cudnnFindConvolutionForwardAlgorithm)",
+    ];
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let wrong: Vec<String> = STATUSES
+        .iter()
+        .flat_map(|status| WORDINGS.iter().map(move |w| w.replace("{s}", status)))
+        .filter_map(|line| {
+            let diagnosis = analyze_str(&rules, &format!("{line}\n"));
+            let first = diagnosis.findings.first().map(|f| f.class.clone());
+            (first.as_deref() != Some("cudnn.status")).then(|| format!("{line:?} -> {first:?}"))
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} wording(s) missed:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+/// Every NCCL result text, as PyTorch (two releases), NCCL's own check macro, Horovod,
+/// PaddlePaddle (two releases), CuPy and XLA report it: an NCCL error.
+#[test]
+fn every_nccl_result_is_an_nccl_error_in_every_wording() {
+    const RESULTS: &[(&str, &str)] = &[
+        ("unhandled cuda error", "UNHANDLED_CUDA_ERROR"),
+        ("unhandled system error", "SYSTEM_ERROR"),
+        ("internal error", "INTERNAL_ERROR"),
+        ("invalid argument", "INVALID_ARGUMENT"),
+        ("invalid usage", "INVALID_USAGE"),
+        (
+            "remote process exited or there was a network error",
+            "REMOTE_ERROR",
+        ),
+    ];
+    const WORDINGS: &[&str] = &[
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, {m}, NCCL version 2.14.3",
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, {m} (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        "NCCL failure train.cu:110 '{m}'",
+        "ncclCommInitRank failed: {m}",
+        "ExternalError: Nccl error, {m}  (at /paddle/paddle/fluid/platform/collective_helper.cc:108)",
+        "OSError: (External) NCCL error(1), {m}.",
+        "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_{n}: {m}",
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:297: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: {m}",
+    ];
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let wrong: Vec<String> = RESULTS
+        .iter()
+        .flat_map(|(text, name)| {
+            WORDINGS
+                .iter()
+                .map(move |w| w.replace("{m}", text).replace("{n}", name))
+        })
+        .filter_map(|line| {
+            let diagnosis = analyze_str(&rules, &format!("{line}\n"));
+            let first = diagnosis.findings.first().map(|f| f.class.clone());
+            (first.as_deref() != Some("nccl.error")).then(|| format!("{line:?} -> {first:?}"))
+        })
+        .collect();
     assert!(
         wrong.is_empty(),
         "{} wording(s) missed:\n{}",

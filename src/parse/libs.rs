@@ -25,8 +25,9 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
     },
     Extractor {
         // The result names, and an NCCL call that failed with its result text (`ncclCommInitRank
-        // failed: unhandled cuda error`, as Horovod and XLA report it).
-        trigger: r"(?i)nccl error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )|NCCL failure [^']*'",
+        // failed: unhandled cuda error`, as Horovod and XLA report it), and CuPy's `NcclError:
+        // NCCL_ERROR_…: <result text>`.
+        trigger: r"(?i)nccl ?error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )|NCCL failure [^']*'",
         handle: nccl_error,
     },
     Extractor {
@@ -570,6 +571,18 @@ mod tests {
             let code = "ncclUnhandledCudaError".to_owned();
             assert_eq!(nccl_kinds(text), vec![NcclKind::Error { code }], "{text}");
         }
+    }
+
+    #[test]
+    fn cupy_s_nccl_error_gets_the_name_of_its_result_text() {
+        assert_eq!(
+            nccl_kinds(
+                "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_UNHANDLED_CUDA_ERROR: unhandled cuda error (run with NCCL_DEBUG=INFO for details)\n"
+            ),
+            vec![NcclKind::Error {
+                code: "ncclUnhandledCudaError".into()
+            }]
+        );
     }
 
     #[test]
