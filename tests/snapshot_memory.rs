@@ -1,6 +1,6 @@
 //! Bounded memory under hostile snapshots (issue 19): `.npz` files of a few hundred KB whose one
 //! member inflates to 200 MiB, uploaded six at once to the real server while its embedded worker
-//! replays them, keep the server's peak resident size (`VmHWM`) under 400 MiB (it was 3.7 GiB when
+//! replays them, keep the server's peak resident size (`VmHWM`) under 512 MiB (it was 3.7 GiB when
 //! every upload inflated and copied its member); every upload is acknowledged (202) or told to come
 //! back (503 with `Retry-After`), and the server still answers.
 //!
@@ -33,9 +33,12 @@ const LOG: &str = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:247: nll_loss_forw
 const UPLOADS: usize = 6;
 /// What the one member of each hostile file inflates to (under the server's inflated limit).
 const INFLATED_BYTES: u64 = 200 << 20;
-/// The bound on the server's peak resident size: measured 270 MiB (32 MiB idle, one job's 200 MiB
-/// inflated at a time), with headroom for the allocator.
-const PEAK_LIMIT_MIB: u64 = 400;
+/// The bound on the server's peak resident size. One job's 200 MiB is inflated at a time: usually
+/// measured 245-270 MiB (about 40 MiB idle). The allocator may still hold the pages of the job
+/// before while the next one inflates (freed on another thread, returned to the system after a
+/// delay): a loaded CI machine measured 445 MiB once. So the bound is idle plus two jobs' members
+/// and headroom, still far below the 3.7 GiB of six uploads inflated at once.
+const PEAK_LIMIT_MIB: u64 = 512;
 
 /// The binary, replaying on the CPU.
 fn faultline() -> Command {
@@ -100,7 +103,7 @@ fn finished_job(base: &str, status_url: &str) -> serde_json::Value {
 }
 
 #[test]
-fn six_hostile_npz_uploads_and_their_replays_keep_the_server_under_400_mib() {
+fn six_hostile_npz_uploads_and_their_replays_keep_the_server_under_512_mib() {
     let db = support::TempDb::new("snapshot-memory");
     let database = db.url();
     let token = support::create_token(&database, "t");
