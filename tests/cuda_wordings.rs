@@ -80,24 +80,13 @@ const WORDINGS: &[(&str, &str)] = &[
 
 #[test]
 fn every_cuda_error_is_diagnosed_as_its_class_in_every_wording_the_parser_reads() {
-    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
-    let mut wrong = Vec::new();
-    for (message, code, class) in ERRORS {
-        for (program, wording) in WORDINGS {
+    let lines = ERRORS.iter().flat_map(|(message, code, class)| {
+        WORDINGS.iter().map(move |(program, wording)| {
             let line = wording.replace("{m}", message).replace("{c}", &code.to_string());
-            let diagnosis = analyze_str(&rules, &format!("{line}\n"));
-            let first = diagnosis.findings.first().map(|f| f.class.as_str());
-            if first != Some(*class) {
-                wrong.push(format!("{program}: {line:?} -> {first:?}, not {class}"));
-            }
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "{} wording(s) missed:\n{}",
-        wrong.len(),
-        wrong.join("\n")
-    );
+            (*program, line, *class)
+        })
+    });
+    assert_every_line_is_diagnosed_as(lines);
 }
 
 /// Every cuDNN status, printed by PyTorch, old PyTorch, TensorFlow, ONNX Runtime, MXNet,
@@ -124,22 +113,12 @@ fn every_cudnn_status_is_a_cudnn_failure_in_every_wording() {
         "F0101 10:00:00.000 1234 cudnn_conv_layer.cpp:53] Check failed: status == CUDNN_STATUS_SUCCESS (4 vs. 0)  {s}",
         "/home/user/torch/install/share/lua/5.1/cudnn/init.lua:58: Error in CuDNN: {s} (cudnnFindConvolutionForwardAlgorithm)",
     ];
-    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
-    let wrong: Vec<String> = STATUSES
-        .iter()
-        .flat_map(|status| WORDINGS.iter().map(move |w| w.replace("{s}", status)))
-        .filter_map(|line| {
-            let diagnosis = analyze_str(&rules, &format!("{line}\n"));
-            let first = diagnosis.findings.first().map(|f| f.class.clone());
-            (first.as_deref() != Some("cudnn.status")).then(|| format!("{line:?} -> {first:?}"))
-        })
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "{} wording(s) missed:\n{}",
-        wrong.len(),
-        wrong.join("\n")
-    );
+    let lines = STATUSES.iter().flat_map(|status| {
+        WORDINGS
+            .iter()
+            .map(move |w| ("cuDNN", w.replace("{s}", status), "cudnn.status"))
+    });
+    assert_every_line_is_diagnosed_as(lines);
 }
 
 /// Every NCCL result text, as PyTorch (two releases), NCCL's own check macro, Horovod,
@@ -167,23 +146,32 @@ fn every_nccl_result_is_an_nccl_error_in_every_wording() {
         "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_{n}: {m}",
         "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:297: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: {m}",
     ];
+    let lines = RESULTS.iter().flat_map(|(text, name)| {
+        WORDINGS
+            .iter()
+            .map(move |w| ("NCCL", w.replace("{m}", text).replace("{n}", name), "nccl.error"))
+    });
+    assert_every_line_is_diagnosed_as(lines);
+}
+
+/// Diagnoses each line alone (`who` printed it) and asserts that its first finding is of the
+/// class given beside it, listing every line whose is not.
+fn assert_every_line_is_diagnosed_as<'a>(lines: impl Iterator<Item = (&'a str, String, &'a str)>) {
     let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
-    let wrong: Vec<String> = RESULTS
-        .iter()
-        .flat_map(|(text, name)| {
-            WORDINGS
-                .iter()
-                .map(move |w| w.replace("{m}", text).replace("{n}", name))
-        })
-        .filter_map(|line| {
-            let diagnosis = analyze_str(&rules, &format!("{line}\n"));
-            let first = diagnosis.findings.first().map(|f| f.class.clone());
-            (first.as_deref() != Some("nccl.error")).then(|| format!("{line:?} -> {first:?}"))
-        })
-        .collect();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for (who, line, class) in lines {
+        checked += 1;
+        let diagnosis = analyze_str(&rules, &format!("{line}\n"));
+        let first = diagnosis.findings.first().map(|f| f.class.as_str());
+        if first != Some(class) {
+            wrong.push(format!("{who}: {line:?} -> {first:?}, not {class}"));
+        }
+    }
+    assert!(checked > 0, "no line was checked");
     assert!(
         wrong.is_empty(),
-        "{} wording(s) missed:\n{}",
+        "{} of {checked} wording(s) missed:\n{}",
         wrong.len(),
         wrong.join("\n")
     );
