@@ -9,6 +9,7 @@
 
 mod ansi;
 mod prefix;
+mod wrapper;
 
 pub use prefix::{CiMarker, Level};
 
@@ -50,6 +51,7 @@ pub struct LineMeta {
 /// Compiles the prefix patterns now rather than on the first line that needs them.
 pub fn warm_up() {
     prefix::warm_up();
+    wrapper::warm_up();
 }
 
 /// Whether a raw line holds bytes that normalization removes from inside the text (escape

@@ -84,7 +84,7 @@ enum Kind {
     Process,
 }
 
-const LEVELS: &str = "DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE|TRACE";
+pub(super) const LEVELS: &str = "DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE|TRACE";
 
 static PREFIXES: LazyLock<Vec<(Kind, Regex)>> = LazyLock::new(|| {
     let specs: Vec<(Kind, String)> = vec![
@@ -145,6 +145,8 @@ static PREFIXES: LazyLock<Vec<(Kind, Regex)>> = LazyLock::new(|| {
             Kind::Process,
             r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\) ".into(),
         ),
+        // `kubectl logs --prefix`: `[pod/trainer-0/pytorch] `.
+        (Kind::Process, r"^\[pod/[\w.-]+/[\w.-]+\] ".into()),
         // DeepSpeed's `log_dist` source tag: `[logging.py:96:log_dist] `.
         (Kind::Process, r"^\[[\w./-]+\.py:\d+:\w+\] ".into()),
     ];
@@ -206,12 +208,13 @@ const MAX_PREFIXES: usize = 8;
 /// Returns the byte offset where the program's own text starts, filling `meta` with what the
 /// removed prefixes said.
 pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
-    let mut start = 0;
-    if after_bracket(&line.as_bytes()[..line.len().min(120)], |before, after| {
+    let mut start = super::wrapper::strip(line, meta);
+    let rest = &line[start..];
+    if after_bracket(&rest.as_bytes()[..rest.len().min(120)], |before, after| {
         before == Some(b' ') && after.starts_with(b"std")
-    }) && let Some(m) = HOST_STREAM.find(line)
+    }) && let Some(m) = HOST_STREAM.find(rest)
     {
-        start = m.end();
+        start += m.end();
     }
     if let Some(c) = srun_like(&line[start..])
         .then(|| SRUN_RANK.captures(&line[start..]))
