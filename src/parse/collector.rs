@@ -32,12 +32,16 @@ pub struct Collector {
     /// The latest event of each kind (`oom`, `cuda_assert`), so that details printed on the
     /// following lines (OOM figures, device-side assertion reports) can join it.
     latest: HashMap<&'static str, usize>,
+    /// The line of the latest event recorded or repeated, so that a fallback reading of a line
+    /// can tell whether a specific one already read it.
+    last_line: Option<u64>,
     dropped: u64,
 }
 
 impl Collector {
     /// Records a one-line event; an identical earlier event (same rank) absorbs it as a repeat.
     pub fn emit(&mut self, line: &Line<'_>, kind: EventKind) -> Option<usize> {
+        self.last_line = Some(line.number);
         let key = fold_key(line.rank(), &kind);
         if let Some(&i) = self.folded.get(&key) {
             let event = &mut self.events[i];
@@ -84,6 +88,7 @@ impl Collector {
         block: Option<&str>,
         thread: Option<&str>,
     ) {
+        self.last_line = Some(line.number);
         let key = (found.file.clone(), found.source_line, found.expression.clone());
         let tally = match self.asserts.get_mut(&key) {
             Some(t) => t,
@@ -131,6 +136,12 @@ impl Collector {
     pub fn recent(&mut self, kind: &str, line: u64, window: u64) -> Option<&mut Event> {
         let event = self.events.get_mut(*self.latest.get(kind)?)?;
         (line.saturating_sub(event.lines.end) <= window).then_some(event)
+    }
+
+    /// Whether an event was recorded (or repeated) from line `line` by [`Collector::emit`] or
+    /// [`Collector::assertion`].
+    pub fn emitted_on(&self, line: u64) -> bool {
+        self.last_line == Some(line)
     }
 
     /// The events in log order and the warnings about what was dropped.

@@ -22,7 +22,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$",
         handle: numbered_error,
     },
     Extractor {
@@ -419,7 +419,7 @@ fn message_of_code(code: &str) -> String {
         .map_or_else(|| format!("CUDA error {code}"), |k| k.0.to_owned())
 }
 
-fn cuda_error(message: &str, api: CudaApi, code: Option<u32>, name: Option<String>) -> EventKind {
+pub(super) fn cuda_error(message: &str, api: CudaApi, code: Option<u32>, name: Option<String>) -> EventKind {
     let known = known_by_message(message);
     EventKind::CudaError(CudaError {
         message: message.to_owned(),
@@ -493,6 +493,9 @@ const NUMBERED: &[(&str, CudaApi)] = &[
     ),
     // darknet
     (r"CUDA Error: (?P<m>.+)$", CudaApi::Runtime),
+    // the CUDA samples (deviceQuery): `cudaGetDeviceCount returned 999`, the message on the next
+    // line (`-> unknown error`)
+    (r"\bcuda[A-Z]\w* returned (?P<n>[1-9]\d*)\s*$", CudaApi::Runtime),
     // ONNX Runtime, CNTK: `CUDA failure 2: out of memory ; GPU=0 ; hostname=… ; expr=…`
     (r"CUDA failure (?P<n>\d+): (?P<m>[^;]+)", CudaApi::Runtime),
     // TensorRT: `Cuda Error in allocate: 2 (out of memory)`, with the allocator's full name in
@@ -875,6 +878,15 @@ mod tests {
         assert_eq!(e.name.as_deref(), Some("cudaErrorIllegalAddress"));
         assert_eq!(e.code, Some(700));
         assert_eq!(e.api, CudaApi::Runtime);
+    }
+
+    #[test]
+    fn the_cuda_samples_code_is_read_with_the_runtime_message() {
+        assert_eq!(
+            codes_and_messages("cudaGetDeviceCount returned 999\n-> unknown error\n"),
+            vec![(Some(999), "unknown error".to_owned())]
+        );
+        assert_eq!(codes_and_messages("cudaMalloc returned 0\n"), vec![]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::normalize::Line;
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
         // (`CUDA error: <cuBLAS status text>` is how ggml / llama.cpp report a cuBLAS status.)
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |(?i:cublas) error at \S+ code=\d+|(?i:cublas) call \w+.* failed at \S+ '|CUDA error: (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |(?i:cublas) error at \S+ code=\d+|(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|\bcublas\w*\(.*\)): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
         handle: cublas,
     },
     Extractor {
@@ -105,9 +105,9 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             .iter()
             .find(|(code, _)| *code == n)
             .map_or_else(|| format!("STATUS_{n}"), |(_, s)| (*s).to_owned())
-    } else if let Some(status) = regex!(r"CUDA error: (?P<msg>.+)$|(?i:cublas) call \w+.* failed at \S+ '(?P<said>[^']+)'")
+    } else if let Some(status) = regex!(r"CUDA error: (?P<msg>.+)$|(?i:cublas) call \w+.* failed at \S+ '(?P<said>[^']+)'|\bcublas\w*\(.*\): (?P<after>.+)$")
         .captures(text)
-        .and_then(|c| cublas_status_text(c.name("msg").or(c.name("said"))?.as_str()))
+        .and_then(|c| cublas_status_text(c.name("msg").or(c.name("said")).or(c.name("after"))?.as_str()))
     {
         status.to_owned()
     } else if let Some(c) =
@@ -130,7 +130,8 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
     // Projects' own check macros write `cuBLAS call cublasLtMatmul(…) failed at file:line '…'`.
     let call = regex!(r"when calling `?(?P<call>\w+)(?:\s*\((?P<args>[^`]*?)\)?`?\s*$)?")
         .captures(text)
-        .or_else(|| regex!(r"(?i:cublas) call (?P<call>\w+)\(").captures(text));
+        .or_else(|| regex!(r"(?i:cublas) call (?P<call>\w+)\(").captures(text))
+        .or_else(|| regex!(r"\b(?P<call>cublas\w+)\(.*\): ").captures(text));
     let args: Vec<String> = call
         .as_ref()
         .and_then(|c| c.name("args"))
@@ -400,6 +401,18 @@ mod tests {
         assert_eq!(
             (said.status.as_str(), said.call.as_deref()),
             ("NOT_SUPPORTED", Some("cublasLtMatmulAlgoGetHeuristic"))
+        );
+    }
+
+    #[test]
+    fn cublas_status_texts_after_the_failed_call_are_cublas_statuses() {
+        // XLA's wording: the call with its arguments, then cublasGetStatusString's text.
+        let c = cublas(
+            "Execution of replica 0 failed: INTERNAL: cublasLtMatmul( blas_lt_ref_.blas_lt_.get(), op_desc_.get(), alpha, palgo, workspace, algorithm.workspace_size, gpu::AsGpuStreamValue(stream)): the requested functionality is not supported",
+        );
+        assert_eq!(
+            (c.status.as_str(), c.call.as_deref()),
+            ("NOT_SUPPORTED", Some("cublasLtMatmul"))
         );
     }
 

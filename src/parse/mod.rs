@@ -35,6 +35,7 @@ mod cpp;
 mod cuda;
 mod env;
 mod facts;
+mod generic;
 mod libs;
 mod oom;
 mod traceback;
@@ -87,6 +88,8 @@ fn extractors() -> impl Iterator<Item = &'static Extractor> {
         facts::EXTRACTORS,
         env::EXTRACTORS,
         advice::EXTRACTORS,
+        // Last: it reads only lines that no extractor above read.
+        generic::EXTRACTORS,
     ]
     .into_iter()
     .flatten()

@@ -1,0 +1,121 @@
+//! CUDA errors in wordings no extractor of its own knows: a line that names CUDA, then the CUDA
+//! runtime's own message after a `: ` (MXNet's `Check failed: e == cudaSuccess: CUDA:
+//! initialization error`, TurboMind's `CUDA runtime error: out of memory /…/memory_utils.cu:32`).
+//! Each framework wraps the runtime's message in its own words; the message itself is the same
+//! everywhere. Its extractor comes last, and reads only lines no other extractor read.
+
+use super::cuda::cuda_error;
+use super::{Collector, Extractor};
+use crate::model::CudaApi;
+use crate::normalize::Line;
+
+pub(super) const EXTRACTORS: &[Extractor] = &[Extractor {
+    trigger: r": (?:device-side assert triggered|an illegal memory access was encountered|misaligned address|unspecified launch failure|the launch timed out and was terminated|no kernel image is available for execution on the device|out of memory|initialization error|all CUDA-capable devices are busy or unavailable|CUDA driver version is insufficient for CUDA runtime version|no CUDA-capable device is detected|invalid device ordinal|unknown error)\b",
+    handle: runtime_message,
+}];
+
+/// The runtime's messages (`cudaGetErrorString`) that say which failure it was. Messages that fit
+/// many failures (`invalid argument`, `operation not supported`) are left out: a wrapper's
+/// wording around them says too little.
+const MESSAGES: &[&str] = &[
+    "device-side assert triggered",
+    "an illegal memory access was encountered",
+    "misaligned address",
+    "unspecified launch failure",
+    "the launch timed out and was terminated",
+    "no kernel image is available for execution on the device",
+    "out of memory",
+    "initialization error",
+    "all CUDA-capable devices are busy or unavailable",
+    "CUDA driver version is insufficient for CUDA runtime version",
+    "no CUDA-capable device is detected",
+    "invalid device ordinal",
+    "unknown error",
+];
+
+fn runtime_message(out: &mut Collector, line: &Line<'_>) {
+    if out.emitted_on(line.number) {
+        return;
+    }
+    let text = line.text;
+    let Some((at, message)) = MESSAGES.iter().find_map(|m| {
+        let at = text.find(&format!(": {m}"))?;
+        let end = at + 2 + m.len();
+        let word_ends = !text[end..].starts_with(|c: char| c.is_alphanumeric() || c == '_');
+        word_ends.then_some((at, *m))
+    }) else {
+        return;
+    };
+    if !names_cuda(&text[..at]) {
+        return;
+    }
+    out.emit(line, cuda_error(message, CudaApi::Runtime, None, None));
+}
+
+/// Whether `head` names CUDA: the word (`CUDA:`, `Cuda error`), a runtime or driver call
+/// (`cudaMalloc`, `cuInit`), or the check of one (`e == cudaSuccess`).
+fn names_cuda(head: &str) -> bool {
+    regex!(r"(?i:\bcuda\b)|\bcu(?:da)?[A-Z]\w*").is_match(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{CudaError, EventKind};
+    use crate::parse::parse_str;
+
+    fn cuda_errors(log: &str) -> Vec<CudaError> {
+        parse_str(log)
+            .events
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::CudaError(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_runtime_message_after_a_wrapper_that_names_cuda_is_a_cuda_error() {
+        for (line, message, name) in [
+            (
+                "[06:25:22] tensor_gpu-inl.h:35: Check failed: e == cudaSuccess: CUDA: initialization error",
+                "initialization error",
+                "cudaErrorInitializationError",
+            ),
+            (
+                "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /src/turbomind/utils/memory_utils.cu:32",
+                "out of memory",
+                "cudaErrorMemoryAllocation",
+            ),
+            (
+                "fatal: cuMemAlloc: unknown error",
+                "unknown error",
+                "cudaErrorUnknown",
+            ),
+        ] {
+            let errors = cuda_errors(&format!("{line}\n"));
+            assert_eq!(errors.len(), 1, "{line}: {errors:?}");
+            assert_eq!(errors[0].message, message, "{line}");
+            assert_eq!(errors[0].name.as_deref(), Some(name), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_line_a_specific_extractor_read_is_not_read_twice() {
+        let errors = cuda_errors("RuntimeError: CUDA error: out of memory\n");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+    }
+
+    #[test]
+    fn messages_without_cuda_before_them_or_inside_longer_words_are_not_cuda_errors() {
+        for line in [
+            "MemoryError: out of memory",
+            "ollama: unknown error",
+            "CUDA: out of memory_pool_size is set",
+            "cudaMallocAsync: operation not supported",
+            "Warning: out of memory for CUDA graphs",
+        ] {
+            assert_eq!(cuda_errors(&format!("{line}\n")), vec![], "{line}");
+        }
+    }
+}
