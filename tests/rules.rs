@@ -150,3 +150,54 @@ expect = { matched = true }
         "no line of the finding holds a step count: the log's first is read"
     );
 }
+
+/// A rule of the NaN class for a loop that stops on a non-finite loss, `fatal_warning` as given.
+fn nan_rule(fatal_warning: bool) -> RuleSet {
+    let taxonomy = rule_file(
+        "taxonomy.toml",
+        "[[class]]\nid = \"torch.nan_inf\"\ndescription = \"NaN or inf.\"\n",
+    );
+    let rule = rule_file(
+        "test/nan.toml",
+        &format!(
+            r#"
+id = "test.nan"
+class = "torch.nan_inf"
+title = "Training stopped on a non-finite loss"
+summary = "The loop stopped."
+severity = "error"
+priority = 50
+role = "root"
+confidence = "medium"
+
+[match]
+any = ['non-finite loss, ending training']
+fatal_warning = {fatal_warning}
+
+[[cause]]
+title = "Divergence"
+detail = "The learning rate is too high."
+
+[[fix]]
+title = "Lower the learning rate"
+
+[[example]]
+name = "the loop's warning"
+log = "non-finite loss, ending training"
+expect = {{ matched = true }}
+"#
+        ),
+    );
+    RuleSet::from_files(&taxonomy, &[rule], "test").unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_warning_that_reports_the_run_stopped_keeps_its_confidence_only_where_the_rule_says_so() {
+    let log = "2026-11-27 10:00:00,123 - WARNING - non-finite loss, ending training\n";
+    let confidence = |fatal| {
+        let diagnosis = analyze_str(&nan_rule(fatal), log);
+        diagnosis.findings.first().map(|f| f.confidence)
+    };
+    assert_eq!(confidence(true), Some(faultline::model::Confidence::Medium));
+    assert_eq!(confidence(false), Some(faultline::model::Confidence::Low));
+}

@@ -86,6 +86,8 @@ pub struct Rule {
     pub not: Vec<usize>,
     /// `match.within`.
     pub within: Option<u64>,
+    /// `match.fatal_warning`: matched warning lines are the failure, not a warning about one.
+    pub fatal_warning: bool,
     /// Event conditions.
     pub events: EventConditions,
     /// Version ranges.
@@ -340,6 +342,7 @@ pub(super) fn compile_rule(
         same_line,
         not,
         within: m.within,
+        fatal_warning: m.fatal_warning,
         events,
         versions,
         require_versions: m.require_versions,

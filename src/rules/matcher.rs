@@ -321,7 +321,7 @@ impl<'r> Matcher<'r> {
         }
 
         let mut confidence = rule.confidence;
-        if only_warnings {
+        if only_warnings && !rule.fatal_warning {
             confidence = confidence.lowered();
             reasons.push("seen only in warnings, not in an error".to_owned());
         }

@@ -79,6 +79,10 @@ pub struct MatchSpec {
     /// Lines matching `all` must lie within this many lines of a line matching `any`.
     #[serde(default)]
     pub within: Option<u64>,
+    /// The matched lines report that the run stopped (`non-finite loss, ending training`): at
+    /// warning level they are the failure itself, and the confidence is not lowered for it.
+    #[serde(default)]
+    pub fatal_warning: bool,
     /// A traceback's exception matches.
     #[serde(default)]
     pub exception: Option<ExceptionSpec>,

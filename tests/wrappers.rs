@@ -1,0 +1,76 @@
+//! A log reaches faultline through whatever ran the program: Docker Compose, journald, a logging
+//! module, Open MPI, Ray, a CI runner, a Windows console. The prefixes they put in front of each
+//! line must not change the diagnosis: every held-out log, each behind one wrapper (the wrappers
+//! take turns), gets the classes and the confidence of the plain log.
+
+use faultline::diagnose::analyze_str;
+use faultline::eval::{Case, judge, read_cases};
+use faultline::rules::RuleSet;
+
+/// A wrapper's name and how it writes line `i` of a program's output.
+type Wrapper = (&'static str, fn(usize, &str) -> String);
+
+const WRAPPERS: &[Wrapper] = &[
+    ("docker compose", |_, l| format!("trainer-1  | {l}")),
+    ("docker compose v1", |_, l| format!("detect_worker_1  | {l}")),
+    ("journald", |i, l| {
+        format!("Nov 27 10:00:{:02} gpu-node-3 python[48213]: {l}", i % 60)
+    }),
+    ("journalctl -o short-iso", |i, l| {
+        format!("2026-11-27T10:00:{:02}+0000 gpu-node-3 ollama[1234]: {l}", i % 60)
+    }),
+    ("kubectl --timestamps", |i, l| {
+        format!("2026-11-27T10:00:{:02}.123456789Z {l}", i % 60)
+    }),
+    ("kubectl --prefix", |_, l| format!("[pod/trainer-0/pytorch] {l}")),
+    ("python logging", |i, l| {
+        format!("2026-11-27 10:00:{:02},123 - ERROR - {l}", i % 60)
+    }),
+    ("open mpi", |_, l| format!("[1,0]<stderr>:{l}")),
+    ("ray", |_, l| {
+        format!("(RayTrainWorker pid=4821, ip=10.0.0.3) {l}")
+    }),
+    ("windows console", |_, l| format!("{l}\r")),
+];
+
+fn held_out() -> Vec<Case> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/corpus/held_out.jsonl"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    read_cases(&text, path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn wrapped(log: &str, wrap: fn(usize, &str) -> String) -> String {
+    log.split('\n')
+        .enumerate()
+        .map(|(i, line)| wrap(i, line))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn every_wrapper_leaves_every_held_out_diagnosis_as_it_is() {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let cases = held_out();
+    let mut changed = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let (name, wrap) = WRAPPERS[i % WRAPPERS.len()];
+        let plain = judge(case, &analyze_str(&rules, &case.log));
+        let through = judge(case, &analyze_str(&rules, &wrapped(&case.log, wrap)));
+        if (&plain.classes, plain.confidence) != (&through.classes, through.confidence) {
+            changed.push(format!(
+                "{} through {name}: {:?} ({:?}) became {:?} ({:?})",
+                case.id, plain.classes, plain.confidence, through.classes, through.confidence
+            ));
+        }
+    }
+    assert!(cases.len() > 2_000, "{} cases", cases.len());
+    assert!(
+        changed.is_empty(),
+        "{} changed:\n{}",
+        changed.len(),
+        changed.join("\n")
+    );
+}
