@@ -1,5 +1,5 @@
 //! A log reaches faultline through whatever ran the program: Docker Compose, journald, a logging
-//! module, Open MPI, Ray, a CI runner, a Windows console. The prefixes they put in front of each
+//! module, Open MPI, Ray, Hydra, a CI runner, a Windows console, a Markdown quote. The prefixes they put in front of each
 //! line must not change the diagnosis: every held-out log, each behind one wrapper (the wrappers
 //! take turns), gets the classes and the confidence of the plain log.
 
@@ -31,6 +31,18 @@ const WRAPPERS: &[Wrapper] = &[
         format!("(RayTrainWorker pid=4821, ip=10.0.0.3) {l}")
     }),
     ("windows console", |_, l| format!("{l}\r")),
+    ("markdown quote", |_, l| format!("> {l}")),
+    ("moreutils ts", |i, l| format!("Nov 27 10:00:{:02} {l}", i % 60)),
+    ("hydra", |i, l| {
+        format!("[2026-11-27 10:00:{:02},123][__main__][ERROR] - {l}", i % 60)
+    }),
+    ("sagemaker mpi", |_, l| {
+        format!("[1,mpirank:0,algo-1]<stderr>:{l}")
+    }),
+    ("accelerate", |i, l| {
+        format!("[2026-11-27 10:00:{:02},123] [ERROR] [RANK 0] {l}", i % 60)
+    }),
+    ("raylet", |_, l| format!("(raylet) {l}")),
 ];
 
 fn held_out() -> Vec<Case> {

@@ -141,9 +141,23 @@ static PREFIXES: LazyLock<Vec<(Kind, Regex)>> = LazyLock::new(|| {
         ),
         (Kind::Rank, r"^rank (\d+): ".into()),
         (Kind::Rank, r"^\[1,(\d+)\]<std(?:out|err)>: ?".into()),
+        // Open MPI's tag on SageMaker: `[1,mpirank:0,algo-1]<stderr>:`.
+        (Kind::Rank, r"^\[1,mpirank:(\d+),[\w.-]+\]<std(?:out|err)>: ?".into()),
+        // Accelerate's multi-process logger: `[RANK 0] `.
+        (Kind::Rank, r"^\[RANK (\d+)\] ".into()),
+        // Hydra's `[2024-01-02 03:04:05,678][module][LEVEL] - ` (no space after the timestamp).
+        (
+            Kind::Level,
+            format!(r"^\[\d{{4}}-\d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?\]\[[\w.-]+\]\[({LEVELS})\] -? ?"),
+        ),
         (
             Kind::Process,
             r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.]+)?\) ".into(),
+        ),
+        // Ray's own processes: `(raylet) `, `(autoscaler +1m20s) `, `(gcs_server) `.
+        (
+            Kind::Process,
+            r"^\((?:raylet|gcs_server|dashboard|monitor|autoscaler)(?: \+[\w.]+)?\) ".into(),
         ),
         // `kubectl logs --prefix`: `[pod/trainer-0/pytorch] `.
         (Kind::Process, r"^\[pod/[\w.-]+/[\w.-]+\] ".into()),
@@ -713,6 +727,25 @@ mod tests {
         assert_eq!(text, "[Rank 0] Watchdog caught collective operation timeout");
         assert_eq!(meta.rank, Some(0));
         assert_eq!(meta.level, Some(Level::Error));
+    }
+
+    #[test]
+    fn launchers_and_loggers_of_training_frameworks_are_removed() {
+        let (text, meta) = strip_str("[1,mpirank:3,algo-1]<stderr>:RuntimeError: x");
+        assert_eq!((text, meta.rank), ("RuntimeError: x", Some(3)));
+        let (text, meta) = strip_str("[2026-11-27 10:00:00,123] [ERROR] [RANK 2] RuntimeError: x");
+        assert_eq!(
+            (text, meta.rank, meta.level),
+            ("RuntimeError: x", Some(2), Some(Level::Error))
+        );
+        let (text, meta) = strip_str("[2026-11-27 10:00:00,123][__main__][ERROR] - RuntimeError: x");
+        assert_eq!((text, meta.level), ("RuntimeError: x", Some(Level::Error)));
+        assert_eq!(strip_str("(raylet) RuntimeError: x").0, "RuntimeError: x");
+        assert_eq!(
+            strip_str("(autoscaler +1m20s) Resized to 8 CPUs").0,
+            "Resized to 8 CPUs"
+        );
+        assert_eq!(strip_str("(1, 2) is a tuple").0, "(1, 2) is a tuple");
     }
 
     #[test]

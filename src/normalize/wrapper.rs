@@ -1,8 +1,10 @@
-//! The outermost prefix of a line: what a container runtime or the system log puts in front of
-//! everything a program printed. Docker Compose writes `service-1  | ` (v1: `service_1  | `),
-//! journald and syslog write `Nov 27 10:00:00 host unit[pid]: ` (`journalctl -o short-iso`: an
-//! ISO timestamp instead of the date). Such a prefix comes before any other (a program's own
-//! timestamp, level or rank follows it), so it is read once, at the start of the line.
+//! The outermost prefix of a line: what a container runtime, the system log or the person who
+//! pasted the log put in front of everything a program printed. Docker Compose writes
+//! `service-1  | ` (v1: `service_1  | `), journald and syslog write `Nov 27 10:00:00 host
+//! unit[pid]: ` (`journalctl -o short-iso`: an ISO timestamp instead of the date), moreutils' `ts`
+//! writes the date alone, and a log quoted in Markdown has `> ` before each line. Such a prefix
+//! comes before any other (a program's own timestamp, level or rank follows it), so it is read
+//! once, at the start of the line.
 
 use std::sync::LazyLock;
 
@@ -12,16 +14,32 @@ use super::LineMeta;
 
 /// Where the program's text starts after a container or system-log prefix (0 without one).
 pub(super) fn strip(line: &str, meta: &mut LineMeta) -> usize {
-    if let Some(end) = compose(line) {
-        return end;
+    let quote = markdown_quote(line);
+    let rest = &line[quote..];
+    if let Some(end) = compose(rest) {
+        return quote + end;
     }
-    match system_log(line) {
+    match system_log(rest) {
         Some(end) => {
             meta.timestamp = true;
-            end
+            quote + end
         }
-        None => 0,
+        None => quote,
     }
+}
+
+/// Markdown's block quote: `> ` (or a bare `>` on an empty quoted line), up to three levels.
+fn markdown_quote(line: &str) -> usize {
+    let s = line.as_bytes();
+    let mut end = 0;
+    for _ in 0..3 {
+        match (s.get(end), s.get(end + 1)) {
+            (Some(b'>'), Some(b' ')) => end += 2,
+            (Some(b'>'), None) => end += 1,
+            _ => break,
+        }
+    }
+    end
 }
 
 /// Longest service or container name read as a Compose prefix.
@@ -62,14 +80,17 @@ fn is_level(word: &str) -> bool {
     super::prefix::LEVELS.split('|').any(|level| level == word)
 }
 
-/// journald / syslog: `Nov 27 10:00:00 host unit[pid]: ` (the pid is optional: `kernel: `), and
-/// `journalctl -o short-iso`'s `2024-11-27T10:00:00+0000 host unit[pid]: `.
+/// journald / syslog: `Nov 27 10:00:00 host unit[pid]: ` (only the kernel's lines have no pid: a
+/// `host unit: ` without one could be the program's own `CUDA error: `),
+/// `journalctl -o short-iso`'s `2024-11-27T10:00:00+0000 host unit[pid]: `, and the date alone
+/// (moreutils' `ts`: `Nov 27 10:00:00 `).
 static SYSTEM_LOG: LazyLock<Regex> = LazyLock::new(|| {
     let date = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d{2}:\d{2}:\d{2}";
     let iso = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?";
     let host = r"[\w.-]{1,64}";
     let unit = r"[\w.@/+-]{1,64}";
-    let pattern = format!(r"(?-u)^(?:{date} {host} {unit}(?:\[\d+\])?|{iso} {host} {unit}\[\d+\]): ");
+    let pattern =
+        format!(r"(?-u)^(?:{date} {host} (?:{unit}\[\d+\]|kernel): |{iso} {host} {unit}\[\d+\]: |{date} )");
     // The pattern is a constant of this file; the unit tests compile it.
     #[allow(clippy::expect_used)]
     Regex::new(&pattern).expect("system log pattern compiles")
@@ -156,6 +177,24 @@ mod tests {
         ] {
             assert_eq!(stripped(line), (text, true), "{line}");
         }
+    }
+
+    #[test]
+    fn the_date_alone_is_a_timestamp_and_a_markdown_quote_is_removed_first() {
+        assert_eq!(
+            stripped("Nov 27 10:00:01 CUDA error: out of memory"),
+            ("CUDA error: out of memory", true)
+        );
+        assert_eq!(
+            stripped("Nov 27 10:00:01 RuntimeError: CUDA error: out of memory"),
+            ("RuntimeError: CUDA error: out of memory", true)
+        );
+        assert_eq!(
+            stripped("> vllm-1  | RuntimeError: CUDA error"),
+            ("RuntimeError: CUDA error", false)
+        );
+        assert_eq!(stripped(">"), ("", false));
+        assert_eq!(stripped(">>> import torch"), (">>> import torch", false));
     }
 
     #[test]
