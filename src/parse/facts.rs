@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: dtypes,
     },
     Extractor {
-        trigger: r"Expected all tensors to be on the same device|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU|Input and (?:parameter|hidden) tensors are not at the same device|expected device \S+ and dtype \w+ but got device|expected TensorOptions\(dtype=|All input tensors must be on the same device\. Received",
+        trigger: r"Expected all tensors to be on the same device|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU|Input and (?:parameter|hidden) tensors are not at the same device|expected device \S+ and dtype \w+ but got device|expected device [\w:]+ but got device [\w:]+|expected TensorOptions\(dtype=|All input tensors must be on the same device\. Received",
         handle: devices,
     },
     Extractor {
@@ -206,6 +206,11 @@ fn devices(out: &mut Collector, line: &Line<'_>) {
         regex!(r"found input tensor at (?P<a>[\w:]+) and (?:parameter|hidden) tensor at (?P<b>[\w:]+)").captures(text)
     {
         pair(&c["a"], &c["b"])
+    } else if let Some(c) =
+        // torch 1.0 to 1.3's TensorIterator: `expected device cuda:0 but got device cuda:1`
+        regex!(r"expected device (?P<a>[\w:]+) but got device (?P<b>[\w:]+)").captures(text)
+    {
+        pair(&c["a"], &c["b"])
     } else if text.contains("is on CPU, but expected it to be on GPU") {
         pair("cpu", "cuda")
     } else if let Some(c) =
@@ -242,8 +247,10 @@ fn devices(out: &mut Collector, line: &Line<'_>) {
 fn checkpoint(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
     let torch = regex!(
-        // The model's shape is missing where a long line was cut after the checkpoint's.
-        r"size mismatch for (?P<p>[\w.]+): copying a param with shape (?:torch\.Size\()?\[(?P<c>[\d, ]*)\]\)? from checkpoint(?:, the shape in current model is (?:torch\.Size\()?\[(?P<m>[\d, ]*)\])?"
+        // The model's shape is missing where a long line was cut after the checkpoint's. mmcv's
+        // copy prints the checkpoint's shape as a `('name', torch.Size([…]))` pair, and no space
+        // after `checkpoint,`.
+        r"size mismatch for (?P<p>[\w.]+): copying a param with shape (?:\('[\w.]+', )?(?:torch\.Size\()?\[(?P<c>[\d, ]*)\]\)?\)? from checkpoint(?:, ?the shape in current model is (?:torch\.Size\()?\[(?P<m>[\d, ]*)\])?"
     );
     let hf = regex!(
         r"(?P<p>[\w.]+): found shape torch\.Size\(\[(?P<c>[\d, ]*)\]\) in the checkpoint and torch\.Size\(\[(?P<m>[\d, ]*)\]\) in the model"
@@ -446,6 +453,21 @@ mod tests {
     }
 
     #[test]
+    fn checkpoint_size_mismatches_in_mmcv_s_copy_of_the_torch_wording() {
+        let got = facts(
+            "size mismatch for conv.weight: copying a param with shape ('conv.weight', torch.Size([4, 16, 3])) from checkpoint,the shape in current model is torch.Size([16, 3, 4])\n",
+        );
+        assert_eq!(
+            got,
+            vec![Fact::CheckpointSizeMismatch {
+                parameter: "conv.weight".into(),
+                checkpoint: vec![4, 16, 3],
+                model: vec![16, 3, 4]
+            }]
+        );
+    }
+
+    #[test]
     fn checkpoint_size_mismatches_in_torch_and_transformers_wording() {
         let got = facts(
             "\tsize mismatch for classifier.weight: copying a param with shape torch.Size([2, 768]) from checkpoint, the shape in current model is torch.Size([10, 768]).\n- classifier.bias: found shape torch.Size([2]) in the checkpoint and torch.Size([10]) in the model instantiated\n",
@@ -533,6 +555,17 @@ mod tests {
             vec![Fact::Dtypes {
                 expected: "Float".into(),
                 found: "Half".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn torch_1_0_s_expected_device_but_got_device_is_a_device_fact() {
+        assert_eq!(
+            facts("RuntimeError: expected device cuda:0 but got device cuda:1\n"),
+            vec![Fact::Devices {
+                first: "cuda:0".into(),
+                second: "cuda:1".into()
             }]
         );
     }
