@@ -364,6 +364,11 @@ fn compile_events(e: &mut Errors<'_>, spec: &RuleSpec) -> EventConditions {
     let cuda_assert = m.cuda_assert.as_ref().map(|a| AssertCond {
         file: e.opt_regex("match.cuda_assert.file", &a.file),
         expression: e.opt_regex("match.cuda_assert.expression", &a.expression),
+        expression_unspaced: a
+            .expression
+            .as_ref()
+            .filter(|p| p.contains(' '))
+            .and_then(|p| e.regex("match.cuda_assert.expression", &p.replace(' ', ""))),
         function: e.opt_regex("match.cuda_assert.function", &a.function),
     });
     let oom = m.oom.as_ref().map(|o| OomCond {

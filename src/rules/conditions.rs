@@ -23,6 +23,10 @@ pub struct AssertCond {
     pub file: Option<Pattern>,
     /// Pattern on the expression.
     pub expression: Option<Pattern>,
+    /// The expression pattern without its spaces, tried on the expression without its spaces
+    /// when the pattern does not match: a line wrapped by a terminal and joined again with a space
+    /// splits a name (`srcSelectDimSiz e`).
+    pub expression_unspaced: Option<Pattern>,
     /// Pattern on the kernel function.
     pub function: Option<Pattern>,
 }
@@ -207,9 +211,12 @@ impl EventConditions {
         let opt = |re: &Option<Pattern>, value: Option<&str>| {
             re.as_ref().is_none_or(|re| value.is_some_and(|v| re.is_match(v)))
         };
-        opt(&cond.file, a.file.as_deref())
-            && opt(&cond.function, a.function.as_deref())
-            && opt(&cond.expression, Some(&a.expression))
+        let expression = opt(&cond.expression, Some(&a.expression))
+            || cond
+                .expression_unspaced
+                .as_ref()
+                .is_some_and(|re| re.is_match(&a.expression.replace(' ', "")));
+        opt(&cond.file, a.file.as_deref()) && opt(&cond.function, a.function.as_deref()) && expression
     }
 
     fn cuda_error_matches(&self, event: &Event) -> bool {
