@@ -436,6 +436,10 @@ pub enum MemoryKind {
     Host,
     /// Memory of another accelerator (Apple MPS, Intel XPU).
     OtherAccelerator,
+    /// A wording that XLA, TensorFlow and others print for any device (`RESOURCE_EXHAUSTED: Out
+    /// of memory allocating … bytes`), on a line that names none: the host's memory on a
+    /// CPU-only run, the GPU's on a GPU.
+    Unspecified,
 }
 
 /// An out-of-memory report and every figure it printed, in bytes.

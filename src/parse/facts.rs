@@ -29,14 +29,15 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
 
 /// `64x512`, `2, 768`, `64 x 512` → dimensions.
 fn dims(text: &str) -> Vec<u64> {
-    text.split(['x', ','])
+    text.split(['x', '*', ','])
         .filter_map(|d| d.trim().parse().ok())
         .collect()
 }
 
 fn shapes(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
-    let fact = if let Some(c) = regex!(r"shapes cannot be multiplied \((?P<a>\d+x\d+) and (?P<b>\d+x\d+)\)").captures(text) {
+    // (`1280*2048`: the message retyped with another sign)
+    let fact = if let Some(c) = regex!(r"shapes cannot be multiplied \((?P<a>\d+[x*]\d+) and (?P<b>\d+[x*]\d+)\)").captures(text) {
         Fact::MatmulShapes {
             left: dims(&c["a"]),
             right: dims(&c["b"]),
@@ -325,6 +326,10 @@ mod tests {
 
     #[test]
     fn matmul_shapes_in_new_and_old_wording() {
+        assert_eq!(
+            facts("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64*512 and 768*10)"),
+            facts("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 768x10)"),
+        );
         assert_eq!(
             facts("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 768x10)"),
             vec![Fact::MatmulShapes {

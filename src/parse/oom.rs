@@ -29,7 +29,7 @@ fn report(out: &mut Collector, line: &Line<'_>) {
     } else if regex!(r"(?i)\b(?:MPS|XPU) (?:backend )?out of memory").is_match(text) {
         MemoryKind::OtherAccelerator
     } else {
-        MemoryKind::Gpu
+        device_of_agnostic_wording(text).unwrap_or(MemoryKind::Gpu)
     };
     let mut oom = OomReport {
         memory: Some(memory),
@@ -38,6 +38,26 @@ fn report(out: &mut Collector, line: &Line<'_>) {
     };
     fill_figures(&mut oom, text);
     out.emit(line, EventKind::Oom(oom));
+}
+
+/// The memory of a report in a wording that XLA and TensorFlow print for every device (`RESOURCE_
+/// EXHAUSTED: Out of memory allocating … bytes`, `OOM when allocating tensor …`): the device the
+/// line names, else unspecified. `None` for the other wordings, which are the GPU's (CuPy's `Out
+/// of memory allocating 255,688,704 bytes (allocated so far: …)` among them).
+fn device_of_agnostic_wording(text: &str) -> Option<MemoryKind> {
+    let agnostic = regex!(r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out|OOM when allocating tensor|Out of memory allocating \d+ bytes")
+        .is_match(text)
+        && !text.contains("allocated so far");
+    if !agnostic {
+        return None;
+    }
+    if regex!(r"(?i)\bGPU|device:GPU|\bcuda\b|_bfc\b").is_match(text) {
+        Some(MemoryKind::Gpu)
+    } else if regex!(r"(?i)device:CPU|allocator cpu\b|\bon (?:the )?(?:CPU|host)\b").is_match(text) {
+        Some(MemoryKind::Host)
+    } else {
+        Some(MemoryKind::Unspecified)
+    }
 }
 
 /// Figures printed on a line after the out-of-memory line join its report.
@@ -295,16 +315,33 @@ mod tests {
     }
 
     #[test]
-    fn xla_resource_exhausted_in_both_spellings_is_a_gpu_report() {
+    fn xla_resource_exhaustion_names_no_memory_unless_its_line_names_the_device() {
+        // XLA prints the same words on a CPU-only run (the host's memory) and on a GPU.
         let o = oom(
             "Execution of replica 0 failed: Resource exhausted: Out of memory while trying to allocate 5520758552 bytes.",
         );
         assert_eq!(
             (o.memory, o.tried_bytes),
-            (Some(MemoryKind::Gpu), Some(5_520_758_552))
+            (Some(MemoryKind::Unspecified), Some(5_520_758_552))
         );
         // A terminal wrapped the line after `Out`.
         let o = oom("Execution of replica 0 failed: Resource exhausted: Out ");
+        assert_eq!(o.memory, Some(MemoryKind::Unspecified));
+        let o = oom(
+            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating 124867611608 bytes.",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Unspecified));
+        let o = oom(
+            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 2.00GiB on GPU 0 (BFC allocator)",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Gpu));
+        let o = oom(
+            "ResourceExhaustedError: OOM when allocating tensor with shape[64,512,512] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Host));
+        let o = oom(
+            "ResourceExhaustedError: OOM when allocating tensor with shape[64,512,512] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+        );
         assert_eq!(o.memory, Some(MemoryKind::Gpu));
     }
 

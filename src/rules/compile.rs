@@ -376,10 +376,11 @@ fn compile_events(e: &mut Errors<'_>, spec: &RuleSpec) -> EventConditions {
             None => None,
             Some("gpu") => Some(MemoryKind::Gpu),
             Some("host") => Some(MemoryKind::Host),
+            Some("unspecified") => Some(MemoryKind::Unspecified),
             Some(other) => {
                 e.push(
                     "match.oom.memory",
-                    format!("{other:?} is neither \"gpu\" nor \"host\""),
+                    format!("{other:?} is not \"gpu\", \"host\" or \"unspecified\""),
                 );
                 None
             }
