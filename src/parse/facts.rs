@@ -100,7 +100,12 @@ fn shapes(out: &mut Collector, line: &Line<'_>) {
 
 /// `torch.cuda.HalfTensor` → (`cuda`, `Half`); `torch.FloatTensor` → (`cpu`, `Float`);
 /// ATen's `CUDAFloatType` → (`cuda`, `Float`).
-fn tensor_type(name: &str) -> (&'static str, String) {
+fn tensor_type(name: &str) -> Option<(&'static str, String)> {
+    // A legacy name cut by a wrapped or clipped line (`torch.cud`, `CUDAFlo`) says neither.
+    let legacy = name.contains('.') || name.starts_with("CUDA") || name.starts_with("CPU");
+    if legacy && !(name.ends_with("Tensor") || name.ends_with("Type")) {
+        return None;
+    }
     let device = if name.contains("cuda") || name.starts_with("CUDA") {
         "cuda"
     } else {
@@ -115,7 +120,7 @@ fn tensor_type(name: &str) -> (&'static str, String) {
         .trim_end_matches("Tensor")
         .trim_end_matches("Type")
         .to_owned();
-    (device, dtype)
+    Some((device, dtype))
 }
 
 fn dtypes(out: &mut Collector, line: &Line<'_>) {
@@ -154,8 +159,11 @@ fn dtypes(out: &mut Collector, line: &Line<'_>) {
         // tensor for argument #2 'weight'; but type torch.cuda.HalfTensor does not equal …`.
         let input = c.name("i").or(c.name("i2")).or(c.name("i3")).map_or("", |m| m.as_str());
         let weight = c.name("w").or(c.name("w2")).or(c.name("w3")).map_or("", |m| m.as_str());
-        let (input_device, input_dtype) = tensor_type(input);
-        let (weight_device, weight_dtype) = tensor_type(weight);
+        let (Some((input_device, input_dtype)), Some((weight_device, weight_dtype))) =
+            (tensor_type(input), tensor_type(weight))
+        else {
+            return;
+        };
         if input_device != weight_device {
             out.emit(
                 line,
@@ -561,6 +569,15 @@ mod tests {
                 expected: "Float".into(),
                 found: "Half".into()
             }]
+        );
+    }
+
+    #[test]
+    fn a_tensor_type_cut_by_a_wrapped_line_is_no_fact() {
+        // `torch.cuda.FloatTensor` cut after `torch.cud`: neither a dtype nor a device pair.
+        assert_eq!(
+            facts("RuntimeError: Expected object of type torch.FloatTensor but found type torch.cud\n"),
+            vec![]
         );
     }
 

@@ -67,6 +67,18 @@ pub(super) fn cublas_status_text(message: &str) -> Option<&'static str> {
         .map(|(_, status)| *status)
 }
 
+/// The status whose text starts with `cut` (a line cut inside the text), when one status alone
+/// does; `None` for a start that several share (`an `).
+fn cublas_status_text_cut(cut: &str) -> Option<&'static str> {
+    let cut = cut.trim_end();
+    let mut statuses = CUBLAS_STATUS_TEXTS
+        .iter()
+        .filter(|(text, _)| cut.len() >= 3 && text.starts_with(cut))
+        .map(|(_, status)| *status);
+    let first = statuses.next()?;
+    statuses.all(|s| s == first).then_some(first)
+}
+
 /// cuBLAS status numbers (cublasStatus_t).
 const CUBLAS_CODES: &[(u32, &str)] = &[
     (1, "NOT_INITIALIZED"),
@@ -90,7 +102,14 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
     } else if let Some(c) =
         regex!(r"(?i:cublas) runtime error ?: (?P<msg>.+?)(?: at \S+:\d+)?$").captures(text)
     {
-        cublas_status_text(&c["msg"]).unwrap_or("UNKNOWN").to_owned()
+        // THC says `unknown error` for any other status; a text it cannot read otherwise is one
+        // that a wrapped or clipped line cut, whose status only its start may tell.
+        let msg = &c["msg"];
+        match cublas_status_text(msg).or_else(|| cublas_status_text_cut(msg)) {
+            Some(status) => status.to_owned(),
+            None if msg.trim_end().starts_with("unknown error") => "UNKNOWN".to_owned(),
+            None => return,
+        }
     } else if let Some(c) = regex!(
         r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)|(?i:cublas) error (?P<p>\d+) at |(?i:cublas) error at \S+ code=(?P<q>\d+)"
     )
@@ -401,6 +420,22 @@ mod tests {
         assert_eq!(
             (said.status.as_str(), said.call.as_deref()),
             ("NOT_SUPPORTED", Some("cublasLtMatmulAlgoGetHeuristic"))
+        );
+    }
+
+    #[test]
+    fn a_thc_status_text_cut_by_a_wrapped_line_is_read_from_its_start_when_only_one_fits() {
+        let c = cublas("RuntimeError: cublas runtime error : resource allocatio");
+        assert_eq!(c.status, "ALLOC_FAILED");
+        let c = cublas("nn/Linear.lua:99: cublas runtime error : the GPU program fail");
+        assert_eq!(c.status, "EXECUTION_FAILED");
+        let c = cublas("RuntimeError: cublas runtime error : unknown error at /pytorch/THCBlas.cu:12");
+        assert_eq!(c.status, "UNKNOWN");
+        // `an ` starts four texts: no status, and no claim of an unknown one.
+        let events = parse_str("nn/Linear.lua:86: cublas runtime error : an \n").events;
+        assert!(
+            !events.iter().any(|e| matches!(e.kind, EventKind::Cublas(_))),
+            "{events:?}"
         );
     }
 
