@@ -1,7 +1,8 @@
 //! A log reaches faultline through whatever ran the program: Docker Compose, journald, a logging
-//! module, Open MPI, Ray, Hydra, a CI runner, a Windows console, a Markdown quote. The prefixes they put in front of each
-//! line must not change the diagnosis: every held-out log, each behind one wrapper (the wrappers
-//! take turns), gets the classes and the confidence of the plain log.
+//! module, Open MPI, Ray, Hydra, a CI runner, a Windows console, a Markdown quote. The prefixes
+//! they put in front of each line must not change the diagnosis: every held-out log, each behind
+//! one wrapper (the wrappers take turns), gets the classes and the confidence of the plain log; so
+//! does a log whose copy replaced its spaces and quotes (a web page, a chat) or escaped it as HTML.
 
 use faultline::diagnose::analyze_str;
 use faultline::eval::{Case, judge, read_cases};
@@ -79,6 +80,49 @@ fn every_wrapper_leaves_every_held_out_diagnosis_as_it_is() {
         }
     }
     assert!(cases.len() > 2_000, "{} cases", cases.len());
+    assert!(
+        changed.is_empty(),
+        "{} changed:\n{}",
+        changed.len(),
+        changed.join("\n")
+    );
+}
+
+/// How a copy from a web page, a chat or a word processor rewrites a whole log.
+type Copy = (&'static str, fn(&str) -> String);
+
+const COPIES: &[Copy] = &[
+    ("no-break spaces (a rendered web page)", |log| {
+        log.replace(' ', "\u{a0}")
+    }),
+    ("curly quotes (a chat or a word processor)", |log| {
+        log.replace('\'', "\u{2019}").replace('"', "\u{201d}")
+    }),
+    ("HTML entities (a page's source, an API)", |log| {
+        log.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+            .replace('\'', "&#39;")
+    }),
+];
+
+#[test]
+fn a_copy_s_substitute_characters_leave_every_held_out_diagnosis_as_it_is() {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let cases = held_out();
+    let mut changed = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let (name, copy) = COPIES[i % COPIES.len()];
+        let plain = judge(case, &analyze_str(&rules, &case.log));
+        let through = judge(case, &analyze_str(&rules, &copy(&case.log)));
+        if (&plain.classes, plain.confidence) != (&through.classes, through.confidence) {
+            changed.push(format!(
+                "{} through {name}: {:?} ({:?}) became {:?} ({:?})",
+                case.id, plain.classes, plain.confidence, through.classes, through.confidence
+            ));
+        }
+    }
     assert!(
         changed.is_empty(),
         "{} changed:\n{}",

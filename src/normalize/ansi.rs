@@ -2,8 +2,9 @@
 
 /// Copies `s` into `out` without ANSI escape sequences (CSI, OSC, two-byte escapes), orphaned SGR
 /// codes whose escape byte was lost in a copy-paste (`[36m`, `[0m`, `[0K`), and control characters
-/// other than tab. Returns whether any NUL or other control character (not an escape sequence)
-/// was removed.
+/// other than tab; a copy's substitutes (no-break spaces, curly quotes, HTML entities: see
+/// [`super::typography`]) become the characters the program printed. Returns whether any NUL or
+/// other control character (not an escape sequence) was removed.
 pub(super) fn clean_into(s: &str, out: &mut String) -> bool {
     let mut removed_control = false;
     let mut chars = s.char_indices().peekable();
@@ -19,9 +20,19 @@ pub(super) fn clean_into(s: &str, out: &mut String) -> bool {
                 }
                 None => out.push(c),
             },
+            '&' => match super::typography::entity(&s.as_bytes()[i..]) {
+                Some((plain, len)) => {
+                    out.push(plain);
+                    // Skip the rest of the entity: `len` bytes, all ASCII, one char each.
+                    for _ in 1..len {
+                        chars.next();
+                    }
+                }
+                None => out.push(c),
+            },
             '\t' => out.push(c),
             c if c.is_control() => removed_control = true,
-            c => out.push(c),
+            c => out.push(super::typography::plain(c).unwrap_or(c)),
         }
     }
     removed_control

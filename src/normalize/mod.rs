@@ -9,6 +9,7 @@
 
 mod ansi;
 mod prefix;
+mod typography;
 mod wrapper;
 
 pub use prefix::{CiMarker, Level};
@@ -60,14 +61,16 @@ pub fn warm_up() {
 pub fn needs_full_normalization(raw: &[u8]) -> bool {
     // One cheap pass over the bytes first: most lines hold no byte that could start either. It
     // has no early exit, so that it compiles to vector instructions (4x faster on log lines).
-    let suspicious = raw
-        .iter()
-        .fold(false, |seen, &b| seen | (b < 0x20) | (b == 0x7f) | (b == 0xC2));
+    let suspicious = raw.iter().fold(false, |seen, &b| {
+        seen | (b < 0x20) | (b == 0x7f) | (b == 0xC2) | (b == 0xE2) | (b == b'&')
+    });
     let control = suspicious
         && (raw.iter().any(|&b| (b < 0x20 && b != b'\t' && b != b'\r') || b == 0x7f)
             // C1 control characters (U+0080 to U+009F) are removed too.
             || memchr::memchr_iter(0xC2, raw)
-                .any(|i| raw.get(i + 1).is_some_and(|b| (0x80..=0x9F).contains(b))));
+                .any(|i| raw.get(i + 1).is_some_and(|b| (0x80..=0x9F).contains(b)))
+            // and a copy's substitutes (no-break spaces, curly quotes, HTML entities) read back
+            || typography::present(raw));
     control || ansi::has_orphan_sgr(raw)
 }
 
@@ -179,6 +182,20 @@ mod tests {
         let (text, meta) = norm("Runtime\0Error: a\x07b");
         assert_eq!(text, "RuntimeError: ab");
         assert!(meta.control);
+    }
+
+    #[test]
+    fn a_copy_s_no_break_spaces_curly_quotes_and_html_entities_are_read_as_printed() {
+        let (text, meta) =
+            norm("RuntimeError:\u{a0}CUDA error: the argument \u{2018}weight\u{2019} is \u{201c}bad\u{201d}");
+        assert_eq!(text, "RuntimeError: CUDA error: the argument 'weight' is \"bad\"");
+        assert!(!meta.control);
+        let (text, _) =
+            norm("Assertion `srcIndex &lt; srcSelectDimSize` failed &amp; &quot;x&quot; &#39;y&#39;");
+        assert_eq!(text, "Assertion `srcIndex < srcSelectDimSize` failed & \"x\" 'y'");
+        assert!(needs_full_normalization("a\u{a0}b".as_bytes()));
+        assert!(needs_full_normalization(b"a &lt; b"));
+        assert!(!needs_full_normalization("100%|\u{2588}\u{2588}| R&D".as_bytes()));
     }
 
     #[test]

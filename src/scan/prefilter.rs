@@ -20,9 +20,9 @@ use regex_automata::util::pool::Pool;
 use regex_syntax::ast::{self, Ast, GroupKind};
 use regex_syntax::hir::{Hir, HirKind, Repetition};
 
-/// Lines that must always be normalized in full: escape and control bytes, orphaned SGR codes.
-const NEEDS_NORMALIZATION: &str =
-    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|(?-u:\xC2[\x80-\x9F])|\[[0-9;]{1,12}[mK]";
+/// Lines that must always be normalized in full: escape and control bytes, orphaned SGR codes,
+/// a copy's substitutes for spaces and quotes (`normalize::typography`) and HTML entities.
+const NEEDS_NORMALIZATION: &str = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|(?-u:\xC2[\x80-\x9F\xA0])|(?-u:\xE2\x80[\x87\x89\xAF\x98\x99\x9C\x9D])|&(?:lt|gt|amp|quot|apos|#39|#x27|#34);|\[[0-9;]{1,12}[mK]";
 
 /// Finds candidate lines in raw bytes.
 #[derive(Debug, Clone)]
