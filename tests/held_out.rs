@@ -17,14 +17,9 @@ use faultline::parse::Parser;
 use faultline::rules::RuleSet;
 use faultline::scan::{ScanStats, scan_slice};
 
-fn held_out() -> Vec<Case> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/corpus/held_out.jsonl"
-    );
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-    read_cases(&text, path).unwrap_or_else(|e| panic!("{e}"))
-}
+mod support;
+
+use support::held_out_cases as held_out;
 
 #[test]
 fn earlier_rounds_stay_diagnosed_after_the_fixes_made_for_them_and_are_never_confidently_wrong() {

@@ -4,9 +4,12 @@
 //! one wrapper (the wrappers take turns), gets the classes and the confidence of the plain log; so
 //! does a log whose copy replaced its spaces and quotes (a web page, a chat) or escaped it as HTML.
 
+mod support;
+
 use faultline::diagnose::analyze_str;
-use faultline::eval::{Case, judge, read_cases};
+use faultline::eval::{Case, judge};
 use faultline::rules::RuleSet;
+use support::held_out_cases;
 
 /// A wrapper's name and how it writes line `i` of a program's output.
 type Wrapper = (&'static str, fn(usize, &str) -> String);
@@ -46,15 +49,6 @@ const WRAPPERS: &[Wrapper] = &[
     ("raylet", |_, l| format!("(raylet) {l}")),
 ];
 
-fn held_out() -> Vec<Case> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/corpus/held_out.jsonl"
-    );
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-    read_cases(&text, path).unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn wrapped(log: &str, wrap: fn(usize, &str) -> String) -> String {
     log.split('\n')
         .enumerate()
@@ -63,15 +57,17 @@ fn wrapped(log: &str, wrap: fn(usize, &str) -> String) -> String {
         .join("\n")
 }
 
-#[test]
-fn every_wrapper_leaves_every_held_out_diagnosis_as_it_is() {
+/// The held-out cases whose classes or confidence change when `transform` rewrites their log
+/// (it returns its name and the new log), one line each.
+fn changed_diagnoses(transform: impl Fn(usize, &Case) -> (&'static str, String)) -> Vec<String> {
     let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
-    let cases = held_out();
+    let cases = held_out_cases();
+    assert!(cases.len() > 2_000, "{} cases", cases.len());
     let mut changed = Vec::new();
     for (i, case) in cases.iter().enumerate() {
-        let (name, wrap) = WRAPPERS[i % WRAPPERS.len()];
+        let (name, log) = transform(i, case);
         let plain = judge(case, &analyze_str(&rules, &case.log));
-        let through = judge(case, &analyze_str(&rules, &wrapped(&case.log, wrap)));
+        let through = judge(case, &analyze_str(&rules, &log));
         if (&plain.classes, plain.confidence) != (&through.classes, through.confidence) {
             changed.push(format!(
                 "{} through {name}: {:?} ({:?}) became {:?} ({:?})",
@@ -79,7 +75,15 @@ fn every_wrapper_leaves_every_held_out_diagnosis_as_it_is() {
             ));
         }
     }
-    assert!(cases.len() > 2_000, "{} cases", cases.len());
+    changed
+}
+
+#[test]
+fn every_wrapper_leaves_every_held_out_diagnosis_as_it_is() {
+    let changed = changed_diagnoses(|i, case| {
+        let (name, wrap) = WRAPPERS[i % WRAPPERS.len()];
+        (name, wrapped(&case.log, wrap))
+    });
     assert!(
         changed.is_empty(),
         "{} changed:\n{}",
@@ -109,20 +113,10 @@ const COPIES: &[Copy] = &[
 
 #[test]
 fn a_copy_s_substitute_characters_leave_every_held_out_diagnosis_as_it_is() {
-    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
-    let cases = held_out();
-    let mut changed = Vec::new();
-    for (i, case) in cases.iter().enumerate() {
+    let changed = changed_diagnoses(|i, case| {
         let (name, copy) = COPIES[i % COPIES.len()];
-        let plain = judge(case, &analyze_str(&rules, &case.log));
-        let through = judge(case, &analyze_str(&rules, &copy(&case.log)));
-        if (&plain.classes, plain.confidence) != (&through.classes, through.confidence) {
-            changed.push(format!(
-                "{} through {name}: {:?} ({:?}) became {:?} ({:?})",
-                case.id, plain.classes, plain.confidence, through.classes, through.confidence
-            ));
-        }
-    }
+        (name, copy(&case.log))
+    });
     assert!(
         changed.is_empty(),
         "{} changed:\n{}",

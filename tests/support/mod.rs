@@ -256,3 +256,14 @@ pub fn json_str<'a>(doc: &'a serde_json::Value, key: &str) -> &'a str {
         .as_str()
         .unwrap_or_else(|| panic!("expected a string {key:?} in {doc}"))
 }
+
+/// The held-out corpus (`tests/fixtures/corpus/held_out.jsonl`): real logs from public threads,
+/// collected in rounds after the rules (see tests/fixtures/README.md).
+pub fn held_out_cases() -> Vec<faultline::eval::Case> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/corpus/held_out.jsonl"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    faultline::eval::read_cases(&text, path).unwrap_or_else(|e| panic!("{e}"))
+}
