@@ -1,11 +1,12 @@
 //! Normalization of one raw log line: what the parser and the rules see.
 //!
 //! A raw line (bytes, without its `\n`) becomes a [`Line`]: decoded lossily, carriage-return
-//! progress bars reduced to their last state, ANSI escapes and control bytes removed, and CI,
-//! timestamp, log-level and multi-process prefixes stripped but remembered in [`LineMeta`].
+//! progress bars reduced to their last state, ANSI escapes and control bytes removed, a copy's
+//! substitutes (no-break spaces, curly quotes, HTML entities) read back, and container, system-log,
+//! CI, timestamp, log-level and multi-process prefixes stripped but remembered in [`LineMeta`].
 //! Normalization never fails; it only ever shortens a line, so a pattern that matches the
 //! normalized text also matches somewhere in the raw line unless the line held escape or control
-//! bytes (see [`needs_full_normalization`]).
+//! bytes or a copy's substitutes (see [`needs_full_normalization`]).
 
 mod ansi;
 mod prefix;
