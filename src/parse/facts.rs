@@ -133,7 +133,8 @@ fn dtypes(out: &mut Collector, line: &Line<'_>) {
     {
         pair(&c["e"], &c["f"])
     } else if let Some(c) =
-        regex!(r"to have the same dtype, but got:? (?P<e>[\w:]+)\s*(?:!=|and)\s*(?P<f>[\w:]+)").captures(text)
+        // (MSVC builds name the types `struct c10::Half`)
+        regex!(r"to have the same dtype, but got:? (?:struct |class )?(?P<e>[\w:]+)\s*(?:!=|and)\s*(?:struct |class )?(?P<f>[\w:]+)").captures(text)
     {
         pair(&c["e"], &c["f"])
     } else if let Some(c) =
@@ -395,6 +396,12 @@ mod tests {
         assert_eq!(
             facts("RuntimeError: expected scalar type Float but found Half"),
             vec![d("Float", "Half")]
+        );
+        assert_eq!(
+            facts(
+                "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: struct c10::Half != float"
+            ),
+            facts("RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::Half != float"),
         );
         assert_eq!(
             facts("RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::Half != float"),

@@ -1,6 +1,7 @@
 //! CUDA errors in wordings no extractor of its own knows: a line that names CUDA, then the CUDA
-//! runtime's own message after a `: ` (MXNet's `Check failed: e == cudaSuccess: CUDA:
-//! initialization error`, TurboMind's `CUDA runtime error: out of memory /…/memory_utils.cu:32`).
+//! runtime's own message after a `: ` or an `error ` (MXNet's `Check failed: e == cudaSuccess:
+//! CUDA: initialization error`, TurboMind's `CUDA runtime error: out of memory
+//! /…/memory_utils.cu:32`, KataGo's `CUDA Error, for createComputeHandle …, error unknown error`).
 //! Each framework wraps the runtime's message in its own words; the message itself is the same
 //! everywhere. Its extractor comes last, and reads only lines no other extractor read.
 
@@ -10,7 +11,7 @@ use crate::model::CudaApi;
 use crate::normalize::Line;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[Extractor {
-    trigger: r": (?:device-side assert triggered|an illegal memory access was encountered|misaligned address|unspecified launch failure|the launch timed out and was terminated|no kernel image is available for execution on the device|out of memory|initialization error|all CUDA-capable devices are busy or unavailable|CUDA driver version is insufficient for CUDA runtime version|no CUDA-capable device is detected|invalid device ordinal|unknown error)\b",
+    trigger: r"(?:: |\berror )(?:device-side assert triggered|an illegal memory access was encountered|misaligned address|unspecified launch failure|the launch timed out and was terminated|no kernel image is available for execution on the device|out of memory|initialization error|all CUDA-capable devices are busy or unavailable|CUDA driver version is insufficient for CUDA runtime version|no CUDA-capable device is detected|invalid device ordinal|unknown error)\b",
     handle: runtime_message,
 }];
 
@@ -39,8 +40,13 @@ fn runtime_message(out: &mut Collector, line: &Line<'_>) {
     }
     let text = line.text;
     let Some((at, message)) = MESSAGES.iter().find_map(|m| {
-        let at = text.find(&format!(": {m}"))?;
-        let end = at + 2 + m.len();
+        let (at, lead) = [": ", "error "].into_iter().find_map(|lead| {
+            let at = text.find(&format!("{lead}{m}"))?;
+            // `error ` as a word, not the end of `MyError `
+            let word = lead == ": " || !text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+            word.then_some((at, lead))
+        })?;
+        let end = at + lead.len() + m.len();
         let word_ends = !text[end..].starts_with(|c: char| c.is_alphanumeric() || c == '_');
         word_ends.then_some((at, *m))
     }) else {
@@ -92,6 +98,11 @@ mod tests {
                 "unknown error",
                 "cudaErrorUnknown",
             ),
+            (
+                "  what():  CUDA Error, for createComputeHandle file cudabackend.cpp, func cudaSetDevice(gpuIdxForThisThread), line 2706, error unknown error",
+                "unknown error",
+                "cudaErrorUnknown",
+            ),
         ] {
             let errors = cuda_errors(&format!("{line}\n"));
             assert_eq!(errors.len(), 1, "{line}: {errors:?}");
@@ -114,6 +125,7 @@ mod tests {
             "CUDA: out of memory_pool_size is set",
             "cudaMallocAsync: operation not supported",
             "Warning: out of memory for CUDA graphs",
+            "CUDA setup: my_error unknown error",
         ] {
             assert_eq!(cuda_errors(&format!("{line}\n")), vec![], "{line}");
         }
