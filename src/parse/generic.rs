@@ -39,23 +39,29 @@ fn runtime_message(out: &mut Collector, line: &Line<'_>) {
         return;
     }
     let text = line.text;
-    let Some((at, message)) = MESSAGES.iter().find_map(|m| {
-        let (at, lead) = [": ", "error "].into_iter().find_map(|lead| {
-            let at = text.find(&format!("{lead}{m}"))?;
-            // `error ` as a word, not the end of `MyError `
-            let word = lead == ": " || !text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
-            word.then_some((at, lead))
-        })?;
-        let end = at + lead.len() + m.len();
-        let word_ends = !text[end..].starts_with(|c: char| c.is_alphanumeric() || c == '_');
-        word_ends.then_some((at, *m))
+    let Some((head, message)) = MESSAGES.iter().find_map(|m| {
+        text.match_indices(m)
+            .find_map(|(at, _)| Some((head(text, at, m.len())?, *m)))
     }) else {
         return;
     };
-    if !names_cuda(&text[..at]) {
+    if !names_cuda(head) {
         return;
     }
     out.emit(line, cuda_error(message, CudaApi::Runtime, None, None));
+}
+
+/// For the message at `at..at + len` of `text`: the text before its lead (`: `, or the word
+/// `error `, not the end of `MyError `), when the message is a whole word and has one.
+fn head(text: &str, at: usize, len: usize) -> Option<&str> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    if text[at + len..].starts_with(is_word) {
+        return None;
+    }
+    let before = &text[..at];
+    before
+        .strip_suffix(": ")
+        .or_else(|| before.strip_suffix("error ").filter(|h| !h.ends_with(is_word)))
 }
 
 /// Whether `head` names CUDA: the word (`CUDA:`, `Cuda error`), a runtime or driver call
@@ -108,6 +114,14 @@ mod tests {
             assert_eq!(errors.len(), 1, "{line}: {errors:?}");
             assert_eq!(errors[0].message, message, "{line}");
             assert_eq!(errors[0].name.as_deref(), Some(name), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_trigger_names_every_message_the_extractor_reads() {
+        let trigger = super::EXTRACTORS[0].trigger;
+        for m in super::MESSAGES {
+            assert!(trigger.contains(m), "{m}");
         }
     }
 
