@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: dtypes,
     },
     Extractor {
-        trigger: r"Expected all tensors to be on the same device|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU|Input and (?:parameter|hidden) tensors are not at the same device|expected device \S+ and dtype \w+ but got device|expected device [\w:]+ but got device [\w:]+|expected TensorOptions\(dtype=|All input tensors must be on the same device\. Received",
+        trigger: r"Expected all tensors to be on the same device|found at least two devices, [\w:]+ and [\w:]+|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU|Input and (?:parameter|hidden) tensors are not at the same device|expected device \S+ and dtype \w+ but got device|expected device [\w:]+ but got device [\w:]+|expected TensorOptions\(dtype=|All input tensors must be on the same device\. Received",
         handle: devices,
     },
     Extractor {
@@ -445,6 +445,20 @@ mod tests {
             ),
             vec![Fact::Devices {
                 first: "cuda".into(),
+                second: "cpu".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_device_pair_wrapped_onto_its_own_line_is_still_read() {
+        // A console that wraps long messages (rich's log handler) puts the pair on the next line.
+        assert_eq!(
+            facts(
+                "RuntimeError: Expected all tensors to be on the same\n                             device, but found at least two devices, cuda:0 and cpu!\n"
+            ),
+            vec![Fact::Devices {
+                first: "cuda:0".into(),
                 second: "cpu".into()
             }]
         );

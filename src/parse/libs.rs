@@ -7,7 +7,7 @@ use crate::normalize::Line;
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
         // (`CUDA error: <cuBLAS status text>` is how ggml / llama.cpp report a cuBLAS status.)
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |(?i:cublas) error at \S+ code=\d+|(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|\bcublas\w*\(.*\)): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |(?i:cublas) error at \S+ code=\d+|(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|(?i:cublas).*): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
         handle: cublas,
     },
     Extractor {
@@ -65,6 +65,17 @@ pub(super) fn cublas_status_text(message: &str) -> Option<&'static str> {
         .iter()
         .find(|(text, _)| message.starts_with(text))
         .map(|(_, status)| *status)
+}
+
+/// The status of a line that names cuBLAS and then, after a `: `, carries one of its status texts
+/// (TransformerEngine's `check_cublas_: CUBLAS Error: the requested functionality is not
+/// supported`): whatever the program's own words between them.
+fn status_text_after_cublas(text: &str) -> Option<&'static str> {
+    let named = regex!(r"(?i)cublas").find(text)?;
+    let after = &text[named.end()..];
+    after
+        .match_indices(": ")
+        .find_map(|(at, sep)| cublas_status_text(&after[at + sep.len()..]))
 }
 
 /// The status whose text starts with `cut` (a line cut inside the text), when one status alone
@@ -127,6 +138,7 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
     } else if let Some(status) = regex!(r"CUDA error: (?P<msg>.+)$|(?i:cublas) call \w+.* failed at \S+ '(?P<said>[^']+)'|\bcublas\w*\(.*\): (?P<after>.+)$")
         .captures(text)
         .and_then(|c| cublas_status_text(c.name("msg").or(c.name("said")).or(c.name("after"))?.as_str()))
+        .or_else(|| status_text_after_cublas(text))
     {
         status.to_owned()
     } else if let Some(c) =
@@ -462,6 +474,22 @@ mod tests {
             !events.iter().any(|e| matches!(e.kind, EventKind::CudaError(_))),
             "{events:?}"
         );
+    }
+
+    #[test]
+    fn a_status_text_after_any_wording_that_names_cublas_is_its_status() {
+        let c = cublas(
+            "RuntimeError: /tmp/pip-req-build/transformer_engine/common/include/transformer_engine/logging.h:38 in function check_cublas_: CUBLAS Error: the requested functionality is not supported",
+        );
+        assert_eq!(c.status, "NOT_SUPPORTED");
+        let c = cublas("cuBLAS failure in gemm_fp8: an internal operation failed");
+        assert_eq!(c.status, "INTERNAL_ERROR");
+    }
+
+    #[test]
+    fn a_status_text_on_a_line_that_does_not_name_cublas_is_not_a_cublas_error() {
+        let events = parse_str("ValueError: the requested functionality is not supported\n").events;
+        assert!(events.iter().all(|e| !matches!(e.kind, EventKind::Cublas(_))));
     }
 
     #[test]

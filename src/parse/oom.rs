@@ -9,7 +9,7 @@ const FIGURE_WINDOW: u64 = 4;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes|memory allocation failed with OOM on device \d+",
+        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes|memory allocation failed with OOM on device \d+|Available memory of \d+ is smaller than requested bytes of \d+|Failed to allocate memory for requested buffer of size \d+",
         handle: report,
     },
     Extractor {
@@ -41,11 +41,12 @@ fn report(out: &mut Collector, line: &Line<'_>) {
 }
 
 /// The memory of a report in a wording that XLA and TensorFlow print for every device (`RESOURCE_
-/// EXHAUSTED: Out of memory allocating … bytes`, `OOM when allocating tensor …`): the device the
-/// line names, else unspecified. `None` for the other wordings, which are the GPU's (CuPy's `Out
+/// EXHAUSTED: Out of memory allocating … bytes`, `OOM when allocating tensor …`), and ONNX
+/// Runtime's arena, which serves the CPU provider as well as the CUDA one (`Available memory of 0
+/// is smaller than requested bytes of …`): the device the line names, else unspecified. `None` for the other wordings, which are the GPU's (CuPy's `Out
 /// of memory allocating 255,688,704 bytes (allocated so far: …)` among them).
 fn device_of_agnostic_wording(text: &str) -> Option<MemoryKind> {
-    let agnostic = regex!(r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out|OOM when allocating tensor|Out of memory allocating \d+ bytes")
+    let agnostic = regex!(r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out|OOM when allocating tensor|Out of memory allocating \d+ bytes|Available memory of \d+ is smaller than requested bytes|Failed to allocate memory for requested buffer of size")
         .is_match(text)
         && !text.contains("allocated so far");
     if !agnostic {
@@ -75,7 +76,7 @@ fn figures_only(out: &mut Collector, line: &Line<'_>) {
 
 /// The report's text from the exception type (or the error phrase) on.
 fn oom_message(text: &str) -> String {
-    let start = regex!(r"(?i)(?:[\w.]*OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|[A-Z_]*out of memory|OOM when|RESOURCE_EXHAUSTED|DefaultCPUAllocator)")
+    let start = regex!(r"(?i)(?:[\w.]*OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|[A-Z_]*out of memory|OOM when|RESOURCE_EXHAUSTED|DefaultCPUAllocator|Available memory of|Failed to allocate memory for requested buffer)")
         .find(text)
         .map_or(0, |m| m.start());
     text[start..].trim().to_owned()
@@ -90,7 +91,7 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
     // torch's host allocator, and CuPy's pool (`out of memory to allocate N bytes`, since CuPy 7
     // `Out of memory allocating 25,600,000 bytes`).
     let tried_plain = regex!(
-        r"(?i)(?:you tried to allocate|trying to allocate|out of memory to allocate|Out of memory allocating|while trying to allocate) (?P<v>\d[\d,]*) bytes"
+        r"(?i)(?:you tried to allocate|trying to allocate|out of memory to allocate|Out of memory allocating|while trying to allocate) (?P<v>\d[\d,]*) bytes|(?:smaller than requested bytes of|requested buffer of size) (?P<w>\d+)"
     );
     // the caching allocator's warning: `… while trying to allocate N bytes (free: F, total: T)`
     let free_total = regex!(r"\(free: (?P<f>\d+), total: (?P<t>\d+)\)");
@@ -120,7 +121,8 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
     oom.tried_bytes = oom.tried_bytes.or_else(|| size("v", tried)).or_else(|| {
         tried_plain
             .captures(text)
-            .and_then(|c| c["v"].replace(',', "").parse().ok())
+            .and_then(|c| c.name("v").or(c.name("w")))
+            .and_then(|m| m.as_str().replace(',', "").parse().ok())
     });
     oom.gpu = oom.gpu.or_else(|| {
         gpu.captures(text).and_then(|c| {
@@ -312,6 +314,30 @@ mod tests {
             (o.tried_bytes, o.free_bytes, o.total_bytes),
             (Some(26_229_080_064), Some(16_487_546_880), Some(191_503_007_744))
         );
+    }
+
+    #[test]
+    fn onnx_runtimes_arena_names_no_memory_unless_its_line_names_the_device() {
+        // The arena serves the CPU provider too: only a CUDA word on the line says which.
+        let o = oom(
+            "Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:376 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*, bool, onnxruntime::WaitNotificationFn) Available memory of 0 is smaller than requested bytes of 5505024",
+        );
+        assert_eq!(
+            (o.memory, o.tried_bytes),
+            (Some(MemoryKind::Unspecified), Some(5_505_024))
+        );
+        assert!(o.message.starts_with("Available memory of 0"), "{}", o.message);
+        let o = oom(
+            "onnxruntime::BFCArena::AllocateRawInternal Failed to allocate memory for requested buffer of size 150994944",
+        );
+        assert_eq!(
+            (o.memory, o.tried_bytes),
+            (Some(MemoryKind::Unspecified), Some(150_994_944))
+        );
+        let o = oom(
+            "/onnxruntime/core/providers/cuda/cuda_call.cc:123 bfc_arena.cc:376 AllocateRawInternal Available memory of 0 is smaller than requested bytes of 1024",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Gpu));
     }
 
     #[test]
