@@ -22,7 +22,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|Cuda initialization failure with error \d+|synchroni[sz]e failed \(\d+\)",
         handle: numbered_error,
     },
     Extractor {
@@ -505,6 +505,14 @@ const NUMBERED: &[(&str, CudaApi)] = &[
         CudaApi::Runtime,
     ),
     (r"Error Code \d+: Cuda Runtime \((?P<m>[^)]+)\)", CudaApi::Runtime),
+    // TensorRT's samples and runners: `Cuda initialization failure with error 35. Please check
+    // cuda installation`; its Myelin engine: `Error Code 1: Myelin (Final synchronize failed (700))`
+    // (a stream or device synchronize returns the runtime's code).
+    (
+        r"Cuda initialization failure with error (?P<n>\d+)",
+        CudaApi::Runtime,
+    ),
+    (r"\bsynchroni[sz]e failed \((?P<n>\d+)\)", CudaApi::Runtime),
     // spconv / cumm: `cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 …`;
     // CTranslate2 (faster-whisper): `CUDA failed with error out of memory`
     (
@@ -878,6 +886,22 @@ mod tests {
         assert_eq!(e.name.as_deref(), Some("cudaErrorIllegalAddress"));
         assert_eq!(e.code, Some(700));
         assert_eq!(e.api, CudaApi::Runtime);
+    }
+
+    #[test]
+    fn tensorrts_numbered_failures_get_the_runtimes_message_for_their_code() {
+        assert_eq!(
+            codes_and_messages(
+                "ERROR: Cuda initialization failure with error 35. Please check cuda installation:  http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html.\n"
+            ),
+            vec![(Some(35), super::message_of_code("35"))]
+        );
+        assert_eq!(
+            codes_and_messages(
+                "[07/03/2023-14:32:48] [TRT] [E] 1: [runner.cpp::execute::386] Error Code 1: Myelin (Final synchronize failed (700))\n"
+            ),
+            vec![(Some(700), super::message_of_code("700"))]
+        );
     }
 
     #[test]

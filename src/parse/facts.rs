@@ -275,16 +275,28 @@ fn checkpoint(out: &mut Collector, line: &Line<'_>) {
     let oldest = regex!(
         r#"While copying the parameter named ["']?(?P<p>[\w.]+)["']?, whose dimensions in the model are torch\.Size\(\[(?P<m>[\d, ]*)\]\) and whose dimensions in the checkpoint are torch\.Size\(\[(?P<c>[\d, ]*)\]\)"#
     );
+    // Since torch 1.0 the `While copying …` wording ends `, an exception occurred : (…)`: the
+    // copy itself raised (a CUDA error, most often), the shapes being equal; no mismatch.
+    let oldest_mismatches = oldest.captures_iter(text).filter(|c| {
+        let end = c.get(0).map_or(0, |m| m.end());
+        !text[end..].starts_with(", an exception occurred")
+    });
     let all = torch
         .captures_iter(text)
         .chain(hf.captures_iter(text))
         .chain(old.captures_iter(text))
-        .chain(oldest.captures_iter(text));
+        .chain(oldest_mismatches);
     for c in all {
+        let checkpoint = dims(&c["c"]);
+        let model = c.name("m").map_or_else(Vec::new, |m| dims(m.as_str()));
+        if c.name("m").is_some() && checkpoint == model {
+            continue; // the same shape on both sides is not a mismatch, whatever the wording
+        }
+        let parameter = c["p"].to_owned();
         let fact = Fact::CheckpointSizeMismatch {
-            parameter: c["p"].to_owned(),
-            checkpoint: dims(&c["c"]),
-            model: c.name("m").map_or_else(Vec::new, |m| dims(m.as_str())),
+            parameter,
+            checkpoint,
+            model,
         };
         out.emit(line, EventKind::Fact(fact));
     }
@@ -499,6 +511,15 @@ mod tests {
                 model: vec![16, 3, 4]
             }]
         );
+    }
+
+    #[test]
+    fn a_copy_that_raised_with_equal_shapes_is_no_size_mismatch() {
+        let log = "Error(s) in loading state_dict for Whisper: While copying the parameter named \"encoder.blocks.0.attn.query.weight\", whose dimensions in the model are torch.Size([384, 384]) and whose dimensions in the checkpoint are torch.Size([384, 384]), an exception occurred : ('CUDA error: no kernel image is available for execution on the device',).";
+        assert_eq!(facts(log), vec![]);
+        // torch 0.3's size mismatch has the same start and no exception.
+        let log = "While copying the parameter named fc.weight, whose dimensions in the model are torch.Size([10, 512]) and whose dimensions in the checkpoint are torch.Size([1000, 512]).";
+        assert_eq!(facts(log).len(), 1);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: cublas_illegal_parameter,
     },
     Extractor {
-        trigger: r"CUDNN_STATUS_[A-Z_]+|(?i:cudnn) error: |Unable to find a valid cuDNN algorithm|no valid convolution algorithms available in CuDNN|cuDNN version incompatibility|(?:GET|FIND) was unable to find an engine|(?i:cudnn frontend error)",
+        trigger: r"CUDNN_STATUS_[A-Z_]+|(?i:cudnn) error: |Unable to find a valid cuDNN algorithm|no valid convolution algorithms available in CuDNN|cuDNN version incompatibility|(?:GET|FIND) was unable to find an engine|(?i:cudnn frontend error)|Error while calling cudnn\w+\(|(?i:cudnn)\w*\.(?:cpp|cu|h):\d+\. code: \d+, reason: ",
         handle: cudnn,
     },
     Extractor {
@@ -227,12 +227,37 @@ fn cublas_illegal_parameter(out: &mut Collector, line: &Line<'_>) {
     out.emit(line, EventKind::Cublas(event));
 }
 
+/// cuDNN status numbers before cuDNN 9 (cudnnStatus_t), as dlib prints them (`code: 2`).
+const CUDNN_CODES: &[(u32, &str)] = &[
+    (1, "NOT_INITIALIZED"),
+    (2, "ALLOC_FAILED"),
+    (3, "BAD_PARAM"),
+    (4, "INTERNAL_ERROR"),
+    (5, "INVALID_VALUE"),
+    (6, "ARCH_MISMATCH"),
+    (7, "MAPPING_ERROR"),
+    (8, "EXECUTION_FAILED"),
+    (9, "NOT_SUPPORTED"),
+    (10, "LICENSE_ERROR"),
+];
+
 fn cudnn(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
+    // dlib's check: `Error while calling cudnnFindConvolutionForwardAlgorithm(…) in file
+    // …/cudnn_dlibapi.cpp:820. code: 2, reason: CUDA Resources could not be allocated.`
+    let numbered = || {
+        let c = regex!(r"(?i:cudnn)\w*\.(?:cpp|cu|h):\d+\. code: (?P<n>\d+), reason: ").captures(text)?;
+        let n: u32 = c["n"].parse().ok()?;
+        CUDNN_CODES
+            .iter()
+            .find(|(code, _)| *code == n)
+            .map(|(_, status)| (*status).to_owned())
+    };
     let status = regex!(r"CUDNN_STATUS_(?P<s>[A-Z_]+)")
         .captures_iter(text)
         .map(|c| c["s"].to_owned())
-        .find(|s| s != "SUCCESS");
+        .find(|s| s != "SUCCESS")
+        .or_else(numbered);
     if status.is_none() && regex!(r"CUDNN_STATUS_SUCCESS").is_match(text) && !text.contains("rror") {
         return; // A check that printed only the expected status.
     }
@@ -490,6 +515,22 @@ mod tests {
     fn a_status_text_on_a_line_that_does_not_name_cublas_is_not_a_cublas_error() {
         let events = parse_str("ValueError: the requested functionality is not supported\n").events;
         assert!(events.iter().all(|e| !matches!(e.kind, EventKind::Cublas(_))));
+    }
+
+    #[test]
+    fn dlibs_cudnn_check_gives_the_status_by_its_number() {
+        let events = parse_str(
+            "cudnn_dlibapi.cpp:820. code: 2, reason: CUDA Resources could not be allocated.\nRuntimeError: Error while calling cudnnFindConvolutionForwardAlgorithm( context(), descriptor(data),\n",
+        )
+        .events;
+        let statuses: Vec<Option<String>> = events
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Cudnn(c) => Some(c.status),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(statuses, vec![Some("ALLOC_FAILED".to_owned()), None]);
     }
 
     #[test]
