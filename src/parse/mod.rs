@@ -42,7 +42,7 @@ mod traceback;
 mod wrapped;
 
 pub use advice::advice_kind;
-pub use collector::{Collector, MAX_EVENTS};
+pub use collector::{AssertId, Collector, MAX_EVENTS};
 pub use oom::parse_size;
 pub use traceback::is_app_path;
 
