@@ -28,7 +28,11 @@ type AssertKey = (Option<String>, Option<u32>, String);
 
 impl AssertId<'_> {
     fn key(&self) -> AssertKey {
-        (self.file.map(str::to_owned), self.source_line, self.expression.to_owned())
+        (
+            self.file.map(str::to_owned),
+            self.source_line,
+            self.expression.to_owned(),
+        )
     }
 
     fn is(&self, key: &AssertKey) -> bool {
@@ -57,6 +61,8 @@ pub struct Collector {
     /// The tally of the latest assertion line: the next one most often repeats it (a kernel
     /// prints its assertion once for every thread that failed).
     latest_assert: Option<usize>,
+    /// The `block thread` pair of the current assertion line, in a buffer kept between lines.
+    pair: String,
     /// The latest event of each kind (`oom`, `cuda_assert`), so that details printed on the
     /// following lines (OOM figures, device-side assertion reports) can join it.
     latest: HashMap<&'static str, usize>,
@@ -130,8 +136,11 @@ impl Collector {
             if let Some(thread) = thread
                 && tally.threads.len() < MAX_TRACKED_THREADS
             {
-                let pair = format!("{block} {thread}");
-                tally.threads.insert(pair);
+                self.pair.clear();
+                self.pair.extend([block, " ", thread]);
+                if !tally.threads.contains(&self.pair) {
+                    tally.threads.insert(self.pair.clone());
+                }
             }
         }
         let (blocks, threads) = (tally.blocks.len() as u32, tally.threads.len() as u32);
@@ -146,7 +155,12 @@ impl Collector {
 
     /// The tally of the assertion `id`, made with its event when it is new; `None` when the
     /// event limit dropped it.
-    fn assert_tally(&mut self, line: &Line<'_>, id: AssertId<'_>, describe: impl FnOnce() -> CudaAssert) -> Option<usize> {
+    fn assert_tally(
+        &mut self,
+        line: &Line<'_>,
+        id: AssertId<'_>,
+        describe: impl FnOnce() -> CudaAssert,
+    ) -> Option<usize> {
         if let Some(t) = self.latest_assert.filter(|&t| id.is(&self.tallies[t].key)) {
             return Some(t);
         }
@@ -154,7 +168,11 @@ impl Collector {
         let t = match self.asserts.get(&key) {
             Some(&t) => t,
             None => {
-                let mut event = Event::new(Span::line(line.number), line.rank(), EventKind::CudaAssert(describe()));
+                let mut event = Event::new(
+                    Span::line(line.number),
+                    line.rank(),
+                    EventKind::CudaAssert(describe()),
+                );
                 event.text = Some(clip_text(line.text.trim()));
                 event.warning = super::is_warning_line(line);
                 let event = self.push(event)?;

@@ -269,7 +269,7 @@ fn thread_grid(text: &str) -> Option<(&str, &str)> {
         (n > 0).then(|| &s[..n])
     }
     // The class cannot take a `]`, so from each start there is one way to match, or none.
-    memchr::memmem::find_iter(text.as_bytes(), BLOCK).find_map(|start| {
+    literal!("block: [").find_iter(text.as_bytes()).find_map(|start| {
         let after = &text[start + BLOCK.len()..];
         let block = run(after)?;
         let rest = after[block.len()..].strip_prefix(THREAD)?;
@@ -372,16 +372,19 @@ const DSA_WINDOW: u64 = 6;
 fn assertion_expression(text: &str) -> Option<&str> {
     let mut best = None;
     let mut rest = text;
-    while let Some(start) = rest.find("Assertion ") {
+    let assertion = literal!("Assertion ");
+    while let Some(start) = assertion.find(rest.as_bytes()) {
         let after = &rest[start + "Assertion ".len()..];
         rest = after;
         let Some(body) = after.strip_prefix(['`', '\'']) else {
             continue;
         };
-        let end = body.find("` failed").or_else(|| body.find("' failed"));
+        let end = literal!("` failed")
+            .find(body.as_bytes())
+            .or_else(|| literal!("' failed").find(body.as_bytes()));
         if let Some(end) = end {
             let expr = &body[..end];
-            if !expr.contains("Assertion ") && !expr.is_empty() {
+            if assertion.find(expr.as_bytes()).is_none() && !expr.is_empty() {
                 best = Some(expr);
             }
         }

@@ -69,7 +69,9 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
                 needs.extend(wanted(&outcome.summary));
             }
             Verdict::Consistent => match observations.iter_mut().find(|o| o.summary == outcome.summary) {
-                Some(o) if !o.causes.iter().any(|c| cause.title == *c) => o.causes.push(cause.title.to_string()),
+                Some(o) if !o.causes.iter().any(|c| cause.title == *c) => {
+                    o.causes.push(cause.title.to_string())
+                }
                 Some(_) => {}
                 None => observations.push(SharedObservation {
                     summary: outcome.summary.clone(),

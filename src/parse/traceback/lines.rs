@@ -102,7 +102,8 @@ pub(super) fn classify(text: &str) -> TbLine {
         return TbLine::ChainContext;
     }
     if trimmed.starts_with("-- Process ")
-        && let Some(c) = regex!(r"^-- Process (?P<n>\d+) terminated with the following error:").captures(trimmed)
+        && let Some(c) =
+            regex!(r"^-- Process (?P<n>\d+) terminated with the following error:").captures(trimmed)
     {
         return TbLine::ProcessOrigin(c["n"].parse().unwrap_or(0));
     }
@@ -158,9 +159,12 @@ fn exception_parts(trimmed: &str) -> Option<(&str, bool, &str)> {
         .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
         .count();
     let (type_name, rest) = trimmed.split_at(name_len);
-    let segments_are_names = type_name
-        .split('.')
-        .all(|segment| segment.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_'));
+    let segments_are_names = type_name.split('.').all(|segment| {
+        segment
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+    });
     if !segments_are_names {
         return None;
     }
@@ -353,7 +357,13 @@ mod tests {
             let by_regex = re
                 .captures(line)
                 .map(|c| (c.name("file"), c.name("line"), c.name("func")))
-                .map(|(f, l, func)| (f.map_or("", |m| m.as_str()), l.map_or("", |m| m.as_str()), func.map(|m| m.as_str())));
+                .map(|(f, l, func)| {
+                    (
+                        f.map_or("", |m| m.as_str()),
+                        l.map_or("", |m| m.as_str()),
+                        func.map(|m| m.as_str()),
+                    )
+                });
             assert_eq!(frame_parts(line), by_regex, "{line:?}");
         }
     }
