@@ -257,7 +257,7 @@ mod tests {
                 .map(|(class, confidence)| Finding {
                     rule: format!("r.{class}"),
                     class: (*class).into(),
-                    title: String::new(),
+                    title: Default::default(),
                     summary: String::new(),
                     severity: Severity::Error,
                     role: Role::Root,

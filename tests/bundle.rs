@@ -408,7 +408,7 @@ fn a_rank_whose_error_file_holds_only_the_message_takes_its_cause_from_the_asser
         ("assert.index_select", Confidence::High),
         "{f:#?}"
     );
-    assert!(f.summary.contains(&cause.title), "{}", f.summary);
+    assert!(f.summary.contains(cause.title.as_str()), "{}", f.summary);
     // The time is still the rank's earliest: the error file's.
     assert_eq!(f.at_us, Some(1_795_757_937_000_000));
     let files: Vec<&str> = f.evidence.iter().map(|e| e.file.as_str()).collect();

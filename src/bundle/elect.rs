@@ -679,7 +679,7 @@ fn own_fault(
     let title = own
         .finding
         .as_ref()
-        .map_or_else(|| own.place.text.clone(), |f| f.title.clone());
+        .map_or_else(|| own.place.text.clone(), |f| f.title.to_string());
     let mut summary = match (rank, own.local_rank) {
         (Some(k), _) => format!("rank {k}"),
         (None, Some(local)) => format!("local rank {local} (global rank unknown, {})", own.place.file),

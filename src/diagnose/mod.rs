@@ -229,8 +229,8 @@ fn finding(rule: &Rule, m: Match, environment: &BTreeMap<String, Vec<String>>) -
             .causes
             .iter()
             .map(|c| Cause {
-                title: c.title.render(&values),
-                detail: c.detail.render(&values),
+                title: c.title.render_text(&values),
+                detail: c.detail.render_text(&values),
                 replay: c.replay_spec(&values),
                 outcome: None,
             })
@@ -239,11 +239,11 @@ fn finding(rule: &Rule, m: Match, environment: &BTreeMap<String, Vec<String>>) -
             .fixes
             .iter()
             .map(|f| Fix {
-                title: f.title.render(&values),
+                title: f.title.render_text(&values),
                 code: f.code.clone(),
             })
             .collect(),
-        next_artifact: rule.next_artifact.as_ref().map(|t| t.render(&values)),
+        next_artifact: rule.next_artifact.as_ref().map(|t| t.render_text(&values)),
         links: rule.links.clone(),
     }
 }

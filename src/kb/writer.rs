@@ -130,7 +130,7 @@ impl NewIncident {
                     Confidence::Medium => "medium",
                     Confidence::Low => "low",
                 },
-                title: f.title.clone(),
+                title: f.title.to_string(),
                 summary: f.summary.clone(),
                 fingerprint: fp.clone(),
                 message: f

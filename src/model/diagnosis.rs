@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::Warning;
+use super::{Text, Warning};
 
 /// Version of the diagnosis JSON document.
 pub const DIAGNOSIS_FORMAT_VERSION: u32 = 1;
@@ -112,9 +112,9 @@ pub struct ReplaySpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cause {
     /// Short statement of the cause.
-    pub title: String,
+    pub title: Text,
     /// Explanation, with captured values filled in.
-    pub detail: String,
+    pub detail: Text,
     /// How to confirm it on a snapshot, when the replay worker can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplaySpec>,
@@ -199,10 +199,10 @@ pub struct SharedObservation {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fix {
     /// What to do.
-    pub title: String,
+    pub title: Text,
     /// Code that does it, when code helps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<Text>,
 }
 
 /// One known failure found in the log.
@@ -213,7 +213,7 @@ pub struct Finding {
     /// Taxonomy class (`cuda.device_assert.index`).
     pub class: String,
     /// Rule title.
-    pub title: String,
+    pub title: Text,
     /// Plain-words summary with captured values filled in.
     pub summary: String,
     /// Severity.
@@ -247,10 +247,10 @@ pub struct Finding {
     pub fixes: Vec<Fix>,
     /// The next artifact that would tell the remaining causes apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_artifact: Option<String>,
+    pub next_artifact: Option<Text>,
     /// Further reading.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub links: Vec<String>,
+    pub links: Vec<Text>,
 }
 
 /// The analysis of one log.

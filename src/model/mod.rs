@@ -5,10 +5,12 @@
 mod bundle;
 mod diagnosis;
 mod event;
+mod text;
 
 pub use bundle::*;
 pub use diagnosis::*;
 pub use event::*;
+pub use text::Text;
 
 use serde::{Deserialize, Serialize};
 

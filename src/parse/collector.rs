@@ -12,14 +12,41 @@ pub const MAX_EVENTS: usize = 4096;
 /// Most distinct (block, thread) pairs remembered per assertion for counting.
 const MAX_TRACKED_THREADS: usize = 65_536;
 
-/// Identity of a folded assertion: file, source line, expression.
+/// What tells one assertion from another: file, source line, expression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AssertId<'a> {
+    /// Source file, when the line names it.
+    pub file: Option<&'a str>,
+    /// Source line, when the line names it.
+    pub source_line: Option<u32>,
+    /// The expression that failed.
+    pub expression: &'a str,
+}
+
+/// An [`AssertId`] kept.
 type AssertKey = (Option<String>, Option<u32>, String);
 
-#[derive(Debug, Default)]
+impl AssertId<'_> {
+    fn key(&self) -> AssertKey {
+        (
+            self.file.map(str::to_owned),
+            self.source_line,
+            self.expression.to_owned(),
+        )
+    }
+
+    fn is(&self, key: &AssertKey) -> bool {
+        self.file == key.0.as_deref() && self.source_line == key.1 && self.expression == key.2
+    }
+}
+
+#[derive(Debug)]
 struct AssertTally {
+    key: AssertKey,
     event: usize,
     blocks: HashSet<String>,
-    threads: HashSet<(String, String)>,
+    /// `block thread` pairs.
+    threads: HashSet<String>,
 }
 
 /// Accumulates events.
@@ -28,7 +55,14 @@ pub struct Collector {
     events: Vec<Event>,
     /// Folding key (rank + serialized kind) → index in `events`.
     folded: HashMap<String, usize>,
-    asserts: HashMap<AssertKey, AssertTally>,
+    /// Assertions folded so far, and where each is in `tallies`.
+    asserts: HashMap<AssertKey, usize>,
+    tallies: Vec<AssertTally>,
+    /// The tally of the latest assertion line: the next one most often repeats it (a kernel
+    /// prints its assertion once for every thread that failed).
+    latest_assert: Option<usize>,
+    /// The `block thread` pair of the current assertion line, in a buffer kept between lines.
+    pair: String,
     /// The latest event of each kind (`oom`, `cuda_assert`), so that details printed on the
     /// following lines (OOM figures, device-side assertion reports) can join it.
     latest: HashMap<&'static str, usize>,
@@ -80,40 +114,33 @@ impl Collector {
         Some(self.events.len() - 1)
     }
 
-    /// Folds one assertion line into the event for its (file, line, expression).
+    /// Folds one assertion line into the event for its `id`; `describe` gives the event of an
+    /// assertion not seen before.
     pub fn assertion(
         &mut self,
         line: &Line<'_>,
-        found: CudaAssert,
+        id: AssertId<'_>,
+        describe: impl FnOnce() -> CudaAssert,
         block: Option<&str>,
         thread: Option<&str>,
     ) {
         self.last_line = Some(line.number);
-        let key = (found.file.clone(), found.source_line, found.expression.clone());
-        let tally = match self.asserts.get_mut(&key) {
-            Some(t) => t,
-            None => {
-                let mut event =
-                    Event::new(Span::line(line.number), line.rank(), EventKind::CudaAssert(found));
-                event.text = Some(clip_text(line.text.trim()));
-                event.warning = super::is_warning_line(line);
-                let Some(event) = self.push(event) else {
-                    return;
-                };
-                self.asserts.entry(key).or_insert(AssertTally {
-                    event,
-                    ..AssertTally::default()
-                })
-            }
+        let Some(t) = self.assert_tally(line, id, describe) else {
+            return;
         };
+        let tally = &mut self.tallies[t];
         if let Some(block) = block {
-            if tally.blocks.len() < MAX_TRACKED_THREADS {
+            if tally.blocks.len() < MAX_TRACKED_THREADS && !tally.blocks.contains(block) {
                 tally.blocks.insert(block.to_owned());
             }
             if let Some(thread) = thread
                 && tally.threads.len() < MAX_TRACKED_THREADS
             {
-                tally.threads.insert((block.to_owned(), thread.to_owned()));
+                self.pair.clear();
+                self.pair.extend([block, " ", thread]);
+                if !tally.threads.contains(&self.pair) {
+                    tally.threads.insert(self.pair.clone());
+                }
             }
         }
         let (blocks, threads) = (tally.blocks.len() as u32, tally.threads.len() as u32);
@@ -124,6 +151,43 @@ impl Collector {
             a.blocks = blocks;
             a.threads = threads;
         }
+    }
+
+    /// The tally of the assertion `id`, made with its event when it is new; `None` when the
+    /// event limit dropped it.
+    fn assert_tally(
+        &mut self,
+        line: &Line<'_>,
+        id: AssertId<'_>,
+        describe: impl FnOnce() -> CudaAssert,
+    ) -> Option<usize> {
+        if let Some(t) = self.latest_assert.filter(|&t| id.is(&self.tallies[t].key)) {
+            return Some(t);
+        }
+        let key = id.key();
+        let t = match self.asserts.get(&key) {
+            Some(&t) => t,
+            None => {
+                let mut event = Event::new(
+                    Span::line(line.number),
+                    line.rank(),
+                    EventKind::CudaAssert(describe()),
+                );
+                event.text = Some(clip_text(line.text.trim()));
+                event.warning = super::is_warning_line(line);
+                let event = self.push(event)?;
+                self.tallies.push(AssertTally {
+                    key: key.clone(),
+                    event,
+                    blocks: HashSet::new(),
+                    threads: HashSet::new(),
+                });
+                self.asserts.insert(key, self.tallies.len() - 1);
+                self.tallies.len() - 1
+            }
+        };
+        self.latest_assert = Some(t);
+        Some(t)
     }
 
     /// The event at `index` (as returned by [`Collector::emit`]), to complete it from a later line.
@@ -228,11 +292,21 @@ mod tests {
             blocks: 0,
             threads: 0,
         };
-        c.assertion(&line(1, None), a.clone(), Some("0,0,0"), Some("1,0,0"));
-        c.assertion(&line(2, None), a.clone(), Some("0,0,0"), Some("2,0,0"));
-        c.assertion(&line(5, None), a, Some("1,0,0"), Some("1,0,0"));
+        let id = AssertId {
+            file: Some("Loss.cu"),
+            source_line: Some(240),
+            expression: "t >= 0 && t < n_classes",
+        };
+        let other = AssertId {
+            expression: "t < n_classes",
+            ..id
+        };
+        c.assertion(&line(1, None), id, || a.clone(), Some("0,0,0"), Some("1,0,0"));
+        c.assertion(&line(2, None), id, || a.clone(), Some("0,0,0"), Some("2,0,0"));
+        c.assertion(&line(3, None), other, || a.clone(), Some("0,0,0"), Some("2,0,0"));
+        c.assertion(&line(5, None), id, || a.clone(), Some("1,0,0"), Some("1,0,0"));
         let (events, _) = c.finish();
-        assert_eq!(events.len(), 1);
+        assert_eq!(events.len(), 2);
         assert_eq!(events[0].lines, Span { start: 1, end: 5 });
         let EventKind::CudaAssert(a) = &events[0].kind else {
             panic!("not an assertion: {:?}", events[0].kind);

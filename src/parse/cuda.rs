@@ -1,10 +1,11 @@
 //! CUDA device assertions and CUDA runtime / driver errors.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{Collector, Extractor, compile_table};
+use super::{AssertId, Collector, Extractor, compile_table};
 use crate::model::{CudaApi, CudaAssert, CudaError, EventKind};
 use crate::normalize::Line;
 
@@ -202,7 +203,33 @@ pub(super) fn assertion(out: &mut Collector, line: &Line<'_>) {
     if grid.is_none() && is_host_assertion(text, location.as_ref().map(|l| l.ext)) {
         return;
     }
-    let function = match &location {
+    let id = AssertId {
+        file: location.as_ref().map(|l| l.file),
+        source_line: location.as_ref().and_then(|l| l.line.parse().ok()),
+        expression,
+    };
+    let describe = || new_assert(id, kernel_function(text, location.as_ref()));
+    let block = grid.map(|g| without_spaces(g.0));
+    let thread = grid.map(|g| without_spaces(g.1));
+    out.assertion(line, id, describe, block.as_deref(), thread.as_deref());
+}
+
+/// The event of an assertion seen for the first time.
+fn new_assert(id: AssertId<'_>, function: Option<String>) -> CudaAssert {
+    CudaAssert {
+        file: id.file.map(str::to_owned),
+        source_line: id.source_line,
+        function,
+        expression: id.expression.to_owned(),
+        occurrences: 0,
+        blocks: 0,
+        threads: 0,
+    }
+}
+
+/// The kernel named after the source location (or at the start of a line that lost it).
+fn kernel_function(text: &str, location: Option<&SourceLocation<'_>>) -> Option<String> {
+    match location {
         Some(loc) => {
             let after = &text[loc.end..];
             let end = after
@@ -215,19 +242,16 @@ pub(super) fn assertion(out: &mut Collector, line: &Line<'_>) {
         None => regex!(r"^\s*(?P<f>[A-Za-z_][\w:]*(?:\(\))?): block: ")
             .captures(text)
             .map(|c| c["f"].to_owned()),
-    };
-    let found = CudaAssert {
-        file: location.as_ref().map(|l| l.file.to_owned()),
-        source_line: location.as_ref().and_then(|l| l.line.parse().ok()),
-        function,
-        expression: expression.to_owned(),
-        occurrences: 0,
-        blocks: 0,
-        threads: 0,
-    };
-    let block = grid.map(|g| g.0.replace(' ', ""));
-    let thread = grid.map(|g| g.1.replace(' ', ""));
-    out.assertion(line, found, block.as_deref(), thread.as_deref());
+    }
+}
+
+/// A block or thread index as folded (`[43, 0, 0]` and `[43,0,0]` are one).
+fn without_spaces(index: &str) -> Cow<'_, str> {
+    if index.contains(' ') {
+        Cow::Owned(index.replace(' ', ""))
+    } else {
+        Cow::Borrowed(index)
+    }
 }
 
 /// The block and thread of the first `block: [1,0,0], thread: [5,0,0]` on the line, read by hand
@@ -245,7 +269,7 @@ fn thread_grid(text: &str) -> Option<(&str, &str)> {
         (n > 0).then(|| &s[..n])
     }
     // The class cannot take a `]`, so from each start there is one way to match, or none.
-    memchr::memmem::find_iter(text.as_bytes(), BLOCK).find_map(|start| {
+    literal!("block: [").find_iter(text.as_bytes()).find_map(|start| {
         let after = &text[start + BLOCK.len()..];
         let block = run(after)?;
         let rest = after[block.len()..].strip_prefix(THREAD)?;
@@ -315,16 +339,12 @@ fn is_host_assertion(text: &str, ext: Option<&str>) -> bool {
 fn dsa_report(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
     if let Some(c) = regex!(r"GPU assertion failure message = (?P<e>.+)$").captures(text) {
-        let found = CudaAssert {
+        let id = AssertId {
             file: None,
             source_line: None,
-            function: None,
-            expression: c["e"].trim().trim_matches('`').to_owned(),
-            occurrences: 0,
-            blocks: 0,
-            threads: 0,
+            expression: c["e"].trim().trim_matches('`'),
         };
-        out.assertion(line, found, None, None);
+        out.assertion(line, id, || new_assert(id, None), None, None);
         return;
     }
     let Some(event) = out.recent("cuda_assert", line.number, DSA_WINDOW) else {
@@ -352,16 +372,19 @@ const DSA_WINDOW: u64 = 6;
 fn assertion_expression(text: &str) -> Option<&str> {
     let mut best = None;
     let mut rest = text;
-    while let Some(start) = rest.find("Assertion ") {
+    let assertion = literal!("Assertion ");
+    while let Some(start) = assertion.find(rest.as_bytes()) {
         let after = &rest[start + "Assertion ".len()..];
         rest = after;
         let Some(body) = after.strip_prefix(['`', '\'']) else {
             continue;
         };
-        let end = body.find("` failed").or_else(|| body.find("' failed"));
+        let end = literal!("` failed")
+            .find(body.as_bytes())
+            .or_else(|| literal!("' failed").find(body.as_bytes()));
         if let Some(end) = end {
             let expr = &body[..end];
-            if !expr.contains("Assertion ") && !expr.is_empty() {
+            if assertion.find(expr.as_bytes()).is_none() && !expr.is_empty() {
                 best = Some(expr);
             }
         }

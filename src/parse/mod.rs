@@ -28,6 +28,16 @@ macro_rules! regex {
 }
 pub(crate) use regex;
 
+/// A constant literal's searcher, built once: lines that run often (an assertion repeated for
+/// every failing thread) would otherwise build one per search.
+macro_rules! literal {
+    ($text:literal) => {{
+        static FINDER: ::std::sync::LazyLock<::memchr::memmem::Finder<'static>> =
+            ::std::sync::LazyLock::new(|| ::memchr::memmem::Finder::new($text));
+        &*FINDER
+    }};
+}
+
 mod advice;
 mod child;
 mod collector;
@@ -42,7 +52,7 @@ mod traceback;
 mod wrapped;
 
 pub use advice::advice_kind;
-pub use collector::{Collector, MAX_EVENTS};
+pub use collector::{AssertId, Collector, MAX_EVENTS};
 pub use oom::parse_size;
 pub use traceback::is_app_path;
 

@@ -30,7 +30,7 @@ static NEEDS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
 pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
     let mut decided = Vec::new();
     let mut observations: Vec<SharedObservation> = Vec::new();
-    let mut not_checked = Vec::new();
+    let mut not_checked: Vec<String> = Vec::new();
     let mut needs = BTreeSet::new();
     let mut backend = None;
     for finding in &diagnosis.findings {
@@ -43,8 +43,8 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
                     .is_some_and(|r| !super::refutes_finding(&super::CheckSpec::from(r)))
         });
         for cause in finding.causes.iter().filter(|c| narrow && c.outcome.is_none()) {
-            if !not_checked.contains(&cause.title) {
-                not_checked.push(cause.title.clone());
+            if !not_checked.iter().any(|t| cause.title == *t) {
+                not_checked.push(cause.title.to_string());
             }
         }
     }
@@ -59,21 +59,23 @@ pub fn summarize(diagnosis: &Diagnosis) -> Option<ReplaySummary> {
             Verdict::Confirmed | Verdict::Refuted => decided.push((
                 suspect,
                 DecidedCause {
-                    cause: cause.title.clone(),
+                    cause: cause.title.to_string(),
                     verdict: outcome.verdict,
                     summary: outcome.summary.clone(),
                 },
             )),
             Verdict::Inconclusive => {
-                unchecked.push((suspect, cause.title.clone()));
+                unchecked.push((suspect, cause.title.to_string()));
                 needs.extend(wanted(&outcome.summary));
             }
             Verdict::Consistent => match observations.iter_mut().find(|o| o.summary == outcome.summary) {
-                Some(o) if !o.causes.contains(&cause.title) => o.causes.push(cause.title.clone()),
+                Some(o) if !o.causes.iter().any(|c| cause.title == *c) => {
+                    o.causes.push(cause.title.to_string())
+                }
                 Some(_) => {}
                 None => observations.push(SharedObservation {
                     summary: outcome.summary.clone(),
-                    causes: vec![cause.title.clone()],
+                    causes: vec![cause.title.to_string()],
                 }),
             },
         }
@@ -192,7 +194,7 @@ mod tests {
     fn cause(title: &str, verdict: Verdict, summary: &str) -> Cause {
         Cause {
             title: title.into(),
-            detail: String::new(),
+            detail: Default::default(),
             replay: None,
             outcome: Some(ReplayOutcome {
                 verdict,
@@ -300,7 +302,7 @@ mod tests {
         let mut d = diagnosis(vec![]);
         d.findings[0].causes.push(Cause {
             title: "x".into(),
-            detail: String::new(),
+            detail: Default::default(),
             replay: None,
             outcome: None,
         });

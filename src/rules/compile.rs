@@ -13,7 +13,7 @@ use super::spec::{CublasSpec, ExampleSpec, RuleSpec};
 use super::template::Template;
 use super::version::VersionReq;
 use super::{LoadError, PatternTable};
-use crate::model::{Confidence, EnvKey, FindingOrigin, MemoryKind, ReplaySpec, Role, Severity};
+use crate::model::{Confidence, EnvKey, FindingOrigin, MemoryKind, ReplaySpec, Role, Severity, Text};
 
 /// A cause ready to render.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ pub struct CompiledFix {
     /// What to do.
     pub title: Template,
     /// Code.
-    pub code: Option<String>,
+    pub code: Option<Text>,
 }
 
 /// A validated rule. Line patterns are indices into the rule set's [`PatternTable`].
@@ -61,7 +61,7 @@ pub struct Rule {
     /// rule explains).
     pub origin: FindingOrigin,
     /// Title.
-    pub title: String,
+    pub title: Text,
     /// Summary template.
     pub summary: Template,
     /// Severity.
@@ -103,7 +103,7 @@ pub struct Rule {
     /// Next artifact.
     pub next_artifact: Option<Template>,
     /// Links.
-    pub links: Vec<String>,
+    pub links: Vec<Text>,
     /// Examples.
     pub examples: Vec<ExampleSpec>,
 }
@@ -311,7 +311,7 @@ pub(super) fn compile_rule(
         .enumerate()
         .map(|(i, f)| CompiledFix {
             title: e.template(&format!("fix[{i}].title"), &f.title),
-            code: f.code.clone(),
+            code: f.code.as_deref().map(Text::shared),
         })
         .collect();
     let summary = e.template("summary", &spec.summary);
@@ -329,7 +329,7 @@ pub(super) fn compile_rule(
         file: file.to_owned(),
         class: spec.class,
         origin,
-        title: spec.title,
+        title: Text::shared(&spec.title),
         summary,
         severity: spec.severity,
         priority: spec.priority,
@@ -350,7 +350,7 @@ pub(super) fn compile_rule(
         causes,
         fixes,
         next_artifact,
-        links: spec.links,
+        links: spec.links.iter().map(|l| Text::shared(l)).collect(),
         examples: spec.examples,
     })
 }

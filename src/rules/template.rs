@@ -2,11 +2,15 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::Text;
+
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {
     source: String,
     parts: Vec<Part>,
+    /// The text of a template with no placeholder, shared by every diagnosis that shows it.
+    literal: Option<Text>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,9 +71,15 @@ impl Template {
         if !literal.is_empty() {
             parts.push(Part::Text(literal));
         }
+        let literal = match parts.as_slice() {
+            [] => Some(Text::shared("")),
+            [Part::Text(t)] => Some(Text::shared(t)),
+            _ => None,
+        };
         Ok(Self {
             source: text.to_owned(),
             parts,
+            literal,
         })
     }
 
@@ -84,6 +94,15 @@ impl Template {
             Part::Value { name, fallback } => Some((name.as_str(), fallback.is_some())),
             Part::Text(_) => None,
         })
+    }
+
+    /// Fills the placeholders from `values`, as a diagnosis's text: a template with none is
+    /// shared, not copied.
+    pub fn render_text(&self, values: &BTreeMap<String, String>) -> Text {
+        match &self.literal {
+            Some(text) => text.clone(),
+            None => self.render(values).into(),
+        }
     }
 
     /// Fills the placeholders from `values`.

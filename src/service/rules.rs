@@ -43,7 +43,7 @@ pub fn summary(rule: &Rule, stats: RuleStats) -> RuleSummary {
     RuleSummary {
         id: rule.id.clone(),
         class: rule.class.clone(),
-        title: rule.title.clone(),
+        title: rule.title.to_string(),
         role: rule.role,
         priority: rule.priority,
         severity: rule.severity,
@@ -145,11 +145,11 @@ pub fn rule_detail(rules: &RuleSet, rule: &Rule, stats: RuleStats) -> RuleDetail
             .iter()
             .map(|f| TitledText {
                 title: f.title.source().to_owned(),
-                text: f.code.clone(),
+                text: f.code.as_deref().map(str::to_owned),
             })
             .collect(),
         next_artifact: rule.next_artifact.as_ref().map(|t| t.source().to_owned()),
-        links: rule.links.clone(),
+        links: rule.links.iter().map(|l| l.to_string()).collect(),
         examples: rule
             .examples
             .iter()

@@ -496,7 +496,7 @@ pub(super) async fn rules(State(state): State<AppState>) -> Result<RulesPage, We
                 let s = stats.remove(&r.id);
                 RuleRow {
                     id: r.id.clone(),
-                    title: r.title.clone(),
+                    title: r.title.to_string(),
                     class: r.class.clone(),
                     role: role_name(r.role),
                     priority: r.priority,
@@ -536,7 +536,7 @@ pub(super) async fn rule(
         rule: RuleHead {
             id: rule.id.clone(),
             class: rule.class.clone(),
-            title: rule.title.clone(),
+            title: rule.title.to_string(),
             role: role_name(rule.role),
             priority: rule.priority,
             confidence: match rule.confidence {

@@ -268,7 +268,7 @@ impl From<&Finding> for FindingView {
         Self {
             rule: f.rule.clone(),
             class: f.class.clone(),
-            title: f.title.clone(),
+            title: f.title.to_string(),
             summary: f.summary.clone(),
             role_label,
             role_class,
@@ -284,8 +284,8 @@ impl From<&Finding> for FindingView {
                 .causes
                 .iter()
                 .map(|c| CauseView {
-                    title: c.title.clone(),
-                    detail: c.detail.clone(),
+                    title: c.title.to_string(),
+                    detail: c.detail.to_string(),
                     check: c.replay.as_ref().map(|r| r.check.clone()),
                     outcome: c
                         .outcome
@@ -297,11 +297,11 @@ impl From<&Finding> for FindingView {
                 .fixes
                 .iter()
                 .map(|x| FixView {
-                    title: x.title.clone(),
+                    title: x.title.to_string(),
                     code: x.code.as_ref().map(|c| c.trim_matches('\n').to_owned()),
                 })
                 .collect(),
-            next_artifact: f.next_artifact.clone(),
+            next_artifact: f.next_artifact.as_deref().map(str::to_owned),
             symptom_of: f.symptom_of.clone(),
             from_detector: f.origin == crate::model::FindingOrigin::Detector,
         }

@@ -87,7 +87,9 @@ pub(super) fn classify(text: &str) -> TbLine {
     if let Some(frame) = parse_ipython_frame(trimmed) {
         return TbLine::IpythonFrame(frame);
     }
-    if let Some(c) = regex!(r"^\[Previous line repeated (?P<n>\d+) more times?\]$").captures(trimmed) {
+    if trimmed.starts_with("[Previous line repeated ")
+        && let Some(c) = regex!(r"^\[Previous line repeated (?P<n>\d+) more times?\]$").captures(trimmed)
+    {
         return TbLine::Repeated(c["n"].parse().unwrap_or(0));
     }
     if trimmed.bytes().all(|b| b == b'~' || b == b'^') {
@@ -99,7 +101,9 @@ pub(super) fn classify(text: &str) -> TbLine {
     if trimmed.starts_with("During handling of the above exception, another exception occurred") {
         return TbLine::ChainContext;
     }
-    if let Some(c) = regex!(r"^-- Process (?P<n>\d+) terminated with the following error:").captures(trimmed)
+    if trimmed.starts_with("-- Process ")
+        && let Some(c) =
+            regex!(r"^-- Process (?P<n>\d+) terminated with the following error:").captures(trimmed)
     {
         return TbLine::ProcessOrigin(c["n"].parse().unwrap_or(0));
     }
@@ -129,46 +133,99 @@ fn rich_content(trimmed: &str) -> Option<TbLine> {
 }
 
 fn parse_exception(trimmed: &str) -> Option<TbLine> {
-    let c = regex!(
-        r"^(?P<t>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*)(?P<colon>:(?:\s(?P<msg>.*))?)?$"
-    )
-    .captures(trimmed)?;
-    let type_name = &c["t"];
+    let (type_name, colon, message) = exception_parts(trimmed)?;
     let short = type_name.rsplit('.').next().unwrap_or(type_name);
-    let has_colon = c.name("colon").is_some();
     let strict = EXCEPTION_SUFFIXES.iter().any(|s| short.ends_with(s)) || EXCEPTION_NAMES.contains(&short);
     // A qualified name with a message (`jinja2.exceptions.TemplateNotFound: x`) is an exception
     // inside a traceback; so is any `Warning` there (warnings turned into errors).
-    let lenient = (type_name.contains('.') && has_colon) || short.ends_with("Warning");
+    let lenient = (type_name.contains('.') && colon) || short.ends_with("Warning");
     if !strict && !lenient {
         return None;
     }
     Some(TbLine::Exception {
         type_name: type_name.to_owned(),
-        message: c.name("msg").map_or("", |m| m.as_str()).trim_end().to_owned(),
+        message: message.trim_end().to_owned(),
         strict,
     })
 }
 
+/// `Type`, `Type:` or `Type: message` (a dotted name): the name, whether a colon follows it and
+/// the message, read by hand as the parser's regexes would read
+/// `^(?P<t>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*)(?P<colon>:(?:\s(?P<msg>.*))?)?$`
+/// (ASCII `\s`): every line of a traceback is asked.
+fn exception_parts(trimmed: &str) -> Option<(&str, bool, &str)> {
+    let name_len = trimmed
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+        .count();
+    let (type_name, rest) = trimmed.split_at(name_len);
+    let segments_are_names = type_name.split('.').all(|segment| {
+        segment
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+    });
+    if !segments_are_names {
+        return None;
+    }
+    let Some(after_colon) = rest.strip_prefix(':') else {
+        return rest.is_empty().then_some((type_name, false, ""));
+    };
+    match after_colon.as_bytes().first() {
+        None => Some((type_name, true, "")),
+        // `.*` stops at a line feed, which `$` does not pass.
+        Some(&b) if is_regex_space(b) && !after_colon[1..].contains('\n') => {
+            Some((type_name, true, &after_colon[1..]))
+        }
+        Some(_) => None,
+    }
+}
+
+/// The regexes' ASCII `\s`: tab, line feed, vertical tab, form feed, carriage return, space.
+fn is_regex_space(b: u8) -> bool {
+    matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
+}
+
 /// `File "x.py", line 3, in f` (the `in f` part is missing for some frames).
 pub(super) fn parse_frame(trimmed: &str) -> Option<Frame> {
-    let c =
-        regex!(r#"^File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$"#).captures(trimmed)?;
-    let file = c["file"].to_owned();
+    let (file, line, function) = frame_parts(trimmed)?;
     Some(Frame {
-        in_app: is_app_path(&file),
-        line: c["line"].parse().ok(),
-        function: c
-            .name("func")
-            .map_or("<module>", |m| m.as_str())
-            .trim()
-            .to_owned(),
+        in_app: is_app_path(file),
+        line: line.parse().ok(),
+        function: function.unwrap_or("<module>").trim().to_owned(),
         code: None,
-        file,
+        file: file.to_owned(),
     })
 }
 
+/// The file, line and function of a frame line, read by hand as the parser's regexes would read
+/// `^File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$` (ASCII digits): every
+/// frame of every traceback is read.
+fn frame_parts(trimmed: &str) -> Option<(&str, &str, Option<&str>)> {
+    let rest = trimmed.strip_prefix("File \"")?;
+    let (file, rest) = rest.split_once('"')?;
+    let rest = rest.strip_prefix(", line ")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let (line, rest) = rest.split_at(digits);
+    if file.is_empty() || line.is_empty() || rest.contains('\n') {
+        return None;
+    }
+    match rest.strip_prefix(", in ") {
+        _ if rest.is_empty() => Some((file, line, None)),
+        Some(function) if !function.is_empty() => Some((file, line, Some(function))),
+        _ => None,
+    }
+}
+
 fn parse_ipython_frame(trimmed: &str) -> Option<Frame> {
+    // The literal each of the patterns below needs: most lines of a traceback have none.
+    let may_be_one = ["Cell In", "Input In [", "File ", "<ipython-input-"]
+        .iter()
+        .any(|start| trimmed.starts_with(start))
+        || trimmed.contains(".py in ");
+    if !may_be_one {
+        return None;
+    }
     let (file, line, function) =
         if let Some(c) = regex!(r"^(?P<file>Cell In\s?\[\d+\]), line (?P<line>\d+)").captures(trimmed) {
             (c["file"].to_owned(), c["line"].parse().ok(), "<cell>".to_owned())
@@ -257,6 +314,73 @@ mod tests {
             panic!("not a frame");
         };
         assert!(f.in_app);
+    }
+
+    /// Lines that the readers below must read as their regexes do.
+    const AWKWARD_LINES: &[&str] = &[
+        "File \"train.py\", line 45, in <module>",
+        "File \"train.py\", line 45",
+        "File \"train.py\", line 45, in ",
+        "File \"train.py\", line 45, in  f ",
+        "File \"train.py\", line 45x",
+        "File \"train.py\", line , in f",
+        "File \"\", line 4, in f",
+        "File \"a\"b\", line 4, in f",
+        "File \"train.py\", line 4, in f\nmore",
+        "File \"train.py",
+        "RuntimeError",
+        "RuntimeError:",
+        "RuntimeError: ",
+        "RuntimeError: CUDA error: device-side assert triggered  ",
+        "RuntimeError:\tx",
+        "RuntimeError:\u{b}x",
+        "RuntimeError:x",
+        "RuntimeError :x",
+        "torch._C._RuntimeError: x",
+        "a..b: x",
+        ".a: x",
+        "a.: x",
+        "1a: x",
+        "_a1.b_2: x",
+        "Error: x\ny",
+        "Fehler: Ä",
+        "",
+    ];
+
+    #[test]
+    fn frames_are_read_as_their_pattern_reads_them() {
+        let re = regex::Regex::new(&crate::scan::ascii_classes(
+            r#"^File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$"#,
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        for line in AWKWARD_LINES {
+            let by_regex = re
+                .captures(line)
+                .map(|c| (c.name("file"), c.name("line"), c.name("func")))
+                .map(|(f, l, func)| {
+                    (
+                        f.map_or("", |m| m.as_str()),
+                        l.map_or("", |m| m.as_str()),
+                        func.map(|m| m.as_str()),
+                    )
+                });
+            assert_eq!(frame_parts(line), by_regex, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn exception_lines_are_read_as_their_pattern_reads_them() {
+        let re = regex::Regex::new(&crate::scan::ascii_classes(
+            r"^(?P<t>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*)(?P<colon>:(?:\s(?P<msg>.*))?)?$",
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        for line in AWKWARD_LINES {
+            let by_regex = re.captures(line).map(|c| {
+                let text = |name| c.name(name).map_or("", |m| m.as_str());
+                (text("t"), c.name("colon").is_some(), text("msg"))
+            });
+            assert_eq!(exception_parts(line), by_regex, "{line:?}");
+        }
     }
 
     #[test]
