@@ -7,7 +7,7 @@ use crate::normalize::Line;
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
         // (`CUDA error: <cuBLAS status text>` is how ggml / llama.cpp report a cuBLAS status.)
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |(?i:cublas) error at \S+ code=\d+|(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|(?i:cublas).*): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |(?i:cublas) error at \S+ code=\d+|(?i:cublas error): \d+ - |(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|(?i:cublas).*): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
         handle: cublas,
     },
     Extractor {
@@ -122,11 +122,11 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             None => return,
         }
     } else if let Some(c) = regex!(
-        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)|(?i:cublas) error (?P<p>\d+) at |(?i:cublas) error at \S+ code=(?P<q>\d+)"
+        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)|(?i:cublas) error (?P<p>\d+) at |(?i:cublas) error at \S+ code=(?P<q>\d+)|(?i:cublas error): (?P<r>\d+) - "
     )
     .captures(text)
     {
-        let n: u32 = ["n", "m", "o", "p", "q"]
+        let n: u32 = ["n", "m", "o", "p", "q", "r"]
             .iter()
             .find_map(|g| c.name(g))
             .and_then(|m| m.as_str().parse().ok())
@@ -515,6 +515,14 @@ mod tests {
     fn a_status_text_on_a_line_that_does_not_name_cublas_is_not_a_cublas_error() {
         let events = parse_str("ValueError: the requested functionality is not supported\n").events;
         assert!(events.iter().all(|e| !matches!(e.kind, EventKind::Cublas(_))));
+    }
+
+    #[test]
+    fn marians_numbered_cublas_error_gives_the_status() {
+        let c = cublas(
+            "[2021-04-27 18:45:38] Error: Cublas Error: 13 - /home/user/marian-dev/src/tensors/gpu/prod.cpp:118: cublasGemmEx(handle, transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, beta, C, CUDA_R_32F, ldc, CUDA_R_32F, algorithm)",
+        );
+        assert_eq!(c.status, "EXECUTION_FAILED");
     }
 
     #[test]
