@@ -7,7 +7,7 @@ use crate::normalize::Line;
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
         // (`CUDA error: <cuBLAS status text>` is how ggml / llama.cpp report a cuBLAS status.)
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas) runtime error ?: |cuBLAS API failed with status \d+|(?i:cublas) error\s*\(\d+\)|(?i:cublas) error \d+ at |(?i:cublas) error at \S+ code=\d+|(?i:cublas error): \d+ - |(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|(?i:cublas).*): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas runtime error) ?: |cuBLAS API failed with status \d+|(?i:cublas error)\s*\(\d+\)|(?i:cublas error) \d+ at |(?i:cublas error) at \S+ code=\d+|(?i:cublas error): \d+ - |(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|(?i:cublas).*): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
         handle: cublas,
     },
     Extractor {
@@ -111,7 +111,7 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
     {
         c["s"].to_owned()
     } else if let Some(c) =
-        regex!(r"(?i:cublas) runtime error ?: (?P<msg>.+?)(?: at \S+:\d+)?$").captures(text)
+        regex!(r"(?i:cublas runtime error) ?: (?P<msg>.+?)(?: at \S+:\d+)?$").captures(text)
     {
         // THC says `unknown error` for any other status; a text it cannot read otherwise is one
         // that a wrapped or clipped line cut, whose status only its start may tell.
@@ -122,7 +122,7 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             None => return,
         }
     } else if let Some(c) = regex!(
-        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas) error\s*\((?P<o>\d+)\)|(?i:cublas) error (?P<p>\d+) at |(?i:cublas) error at \S+ code=(?P<q>\d+)|(?i:cublas error): (?P<r>\d+) - "
+        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas error)\s*\((?P<o>\d+)\)|(?i:cublas error) (?P<p>\d+) at |(?i:cublas error) at \S+ code=(?P<q>\d+)|(?i:cublas error): (?P<r>\d+) - "
     )
     .captures(text)
     {
@@ -515,6 +515,23 @@ mod tests {
     fn a_status_text_on_a_line_that_does_not_name_cublas_is_not_a_cublas_error() {
         let events = parse_str("ValueError: the requested functionality is not supported\n").events;
         assert!(events.iter().all(|e| !matches!(e.kind, EventKind::Cublas(_))));
+    }
+
+    #[test]
+    fn cublas_error_wordings_are_read_in_any_case() {
+        assert_eq!(cublas("CUBLAS Error (13) in gemm").status, "EXECUTION_FAILED");
+        assert_eq!(
+            cublas("cuBLAS Error 15 at ggml-cuda.cu:7548: the requested functionality is not supported")
+                .status,
+            "NOT_SUPPORTED"
+        );
+        assert_eq!(
+            cublas(
+                "RuntimeError: CUBLAS Runtime Error : the GPU program failed to execute at THCBlas.cu:258"
+            )
+            .status,
+            "EXECUTION_FAILED"
+        );
     }
 
     #[test]
