@@ -39,7 +39,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: legacy_error,
     },
     Extractor {
-        trigger: r"CUDA_ERROR_[A-Z_]+|CUDA driver error: |\bcu[A-Z][a-z]\w* failed: ",
+        trigger: r"CUDA_ERROR_[A-Z_]+|CUDA driver error: |\bcu[A-Z][a-z]\w* failed: |\[\d+\] Call to cu\w+ results in UNKNOWN_CUDA_ERROR",
         handle: driver_error,
     },
     Extractor {
@@ -435,6 +435,11 @@ fn short_function(signature: &str) -> Option<String> {
 }
 
 /// The runtime's message for an error code printed alone (`CUDA error 700` when it is unknown).
+/// The codes of [`KNOWN`] errors that the driver API (`CUresult`) and the runtime
+/// (`cudaError_t`) give the same number: a driver API code is read by the runtime's table only
+/// for these.
+const SAME_CODE_IN_BOTH_APIS: &[u32] = &[2, 3, 46, 100, 101, 209, 700, 701, 702, 710, 716, 719];
+
 fn message_of_code(code: &str) -> String {
     KNOWN
         .iter()
@@ -591,6 +596,27 @@ fn driver_error(out: &mut Collector, line: &Line<'_>) {
     // PyCUDA and other driver-API wrappers: `cuInit failed: initialization error`.
     if let Some(c) = regex!(r"\bcu[A-Z][a-z]\w* failed: (?P<msg>[^:]+?)\s*$").captures(text) {
         out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Driver, None, None));
+        return;
+    }
+    // numba names a result its own table lacks `UNKNOWN_CUDA_ERROR` and prints its number:
+    // `CudaAPIError: [700] Call to cuCtxSynchronize results in UNKNOWN_CUDA_ERROR`.
+    if let Some(c) = regex!(r"\[(?P<n>\d+)\] Call to cu\w+ results in UNKNOWN_CUDA_ERROR").captures(text) {
+        let known = c["n"]
+            .parse::<u32>()
+            .ok()
+            .filter(|n| SAME_CODE_IN_BOTH_APIS.contains(n))
+            .and_then(|n| KNOWN.iter().find(|k| k.3 == n));
+        if let Some(k) = known {
+            out.emit(
+                line,
+                EventKind::CudaError(CudaError {
+                    message: k.0.to_owned(),
+                    code: Some(k.3),
+                    name: Some(k.2.to_owned()),
+                    api: CudaApi::Driver,
+                }),
+            );
+        }
         return;
     }
     let Some(c) = regex!(r"CUDA_ERROR_(?P<name>[A-Z_]+)(?::? (?P<msg>[^;(]+))?").captures(text) else {
@@ -909,6 +935,20 @@ mod tests {
         assert_eq!(e.name.as_deref(), Some("cudaErrorIllegalAddress"));
         assert_eq!(e.code, Some(700));
         assert_eq!(e.api, CudaApi::Runtime);
+    }
+
+    #[test]
+    fn numbas_unknown_result_is_read_by_its_driver_code() {
+        let e = cuda_errors(
+            "numba.cuda.cudadrv.driver.CudaAPIError: [700] Call to cuCtxSynchronize results in UNKNOWN_CUDA_ERROR\n",
+        );
+        assert_eq!(e.len(), 1);
+        assert_eq!(
+            (e[0].code, e[0].name.as_deref()),
+            (Some(700), Some("CUDA_ERROR_ILLEGAL_ADDRESS"))
+        );
+        // A number whose meaning differs between the two APIs claims nothing.
+        assert!(cuda_errors("CudaAPIError: [35] Call to cuInit results in UNKNOWN_CUDA_ERROR\n").is_empty());
     }
 
     #[test]
