@@ -23,7 +23,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|Cuda initialization failure with error \d+|synchroni[sz]e failed \(\d+\)",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|Cuda initialization failure with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
         handle: numbered_error,
     },
     Extractor {
@@ -541,6 +541,9 @@ const NUMBERED: &[(&str, CudaApi)] = &[
         CudaApi::Runtime,
     ),
     (r"\bsynchroni[sz]e failed \((?P<n>\d+)\)", CudaApi::Runtime),
+    // torch_memory_saver (SGLang, slime, verl): `[torch_memory_saver.cpp] CUresult error: 2 (out of
+    // memory) file=… func=cu_mem_create line=187`
+    (r"CUresult error: (?P<n>\d+) \((?P<m>[^)]+)\)", CudaApi::Driver),
     // spconv / cumm: `cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 …`;
     // CTranslate2 (faster-whisper): `CUDA failed with error out of memory`
     (
@@ -935,6 +938,16 @@ mod tests {
         assert_eq!(e.name.as_deref(), Some("cudaErrorIllegalAddress"));
         assert_eq!(e.code, Some(700));
         assert_eq!(e.api, CudaApi::Runtime);
+    }
+
+    #[test]
+    fn a_driver_result_with_its_code_and_message_is_a_cuda_error() {
+        assert_eq!(
+            codes_and_messages(
+                "[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/utils.h func=cu_mem_create line=187\n"
+            ),
+            vec![(Some(2), "out of memory".to_owned())]
+        );
     }
 
     #[test]
