@@ -75,7 +75,7 @@ impl Event {
 }
 
 /// The kinds of event, each with its payload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
     /// A Python traceback, possibly a chain of exceptions.
@@ -131,7 +131,7 @@ impl EventKind {
 // Python tracebacks
 
 /// A Python traceback: one or more exceptions linked by chaining.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Traceback {
     /// How it was printed.
     pub style: TracebackStyle,
@@ -155,7 +155,7 @@ impl Traceback {
 }
 
 /// How a traceback was rendered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TracebackStyle {
     /// CPython's own `Traceback (most recent call last):` format.
@@ -167,7 +167,7 @@ pub enum TracebackStyle {
 }
 
 /// Where a re-raised traceback originally happened.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Origin {
     /// `-- Process N terminated with the following error:` (torch.multiprocessing.spawn).
@@ -183,7 +183,7 @@ pub enum Origin {
 }
 
 /// How an exception relates to the one printed before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChainLink {
     /// "The above exception was the direct cause of the following exception:"
@@ -193,7 +193,7 @@ pub enum ChainLink {
 }
 
 /// One exception of a chain with the frames printed above it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ChainedException {
     /// How it is linked to the previous entry (`None` for the first one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -218,7 +218,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// A Python stack frame.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Frame {
     /// File path as printed.
     pub file: String,
@@ -235,7 +235,7 @@ pub struct Frame {
 }
 
 /// An exception type and its message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Exception {
     /// The type exactly as printed, qualified when Python qualified it (`torch.OutOfMemoryError`).
     pub type_name: String,
@@ -267,7 +267,7 @@ impl Exception {
 // C++
 
 /// A C++ stack printed by c10 (`Exception raised from f at file:line (most recent call first):`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CppTrace {
     /// Function that raised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -280,7 +280,7 @@ pub struct CppTrace {
 }
 
 /// One `frame #N:` line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CppFrame {
     /// N.
     pub index: u32,
@@ -292,7 +292,7 @@ pub struct CppFrame {
 }
 
 /// A C++ exception that terminated the process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CppException {
     /// The thrown type (`c10::Error`, `std::runtime_error`).
     pub type_name: String,
@@ -305,7 +305,7 @@ pub struct CppException {
 // CUDA
 
 /// A CUDA device-side assertion (`X.cu:LINE: fn: block: [..], thread: [..] Assertion `expr` failed.`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CudaAssert {
     /// Kernel source file, when printed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -327,7 +327,7 @@ pub struct CudaAssert {
 }
 
 /// Which CUDA API reported an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CudaApi {
     /// The runtime API (`CUDA error: …`, `cudaError…`).
@@ -339,7 +339,7 @@ pub enum CudaApi {
 }
 
 /// A CUDA runtime or driver error.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CudaError {
     /// The message as printed (`an illegal memory access was encountered`).
     pub message: String,
@@ -354,7 +354,7 @@ pub struct CudaError {
 }
 
 /// A cuBLAS status with the call that returned it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CublasError {
     /// Status name without the prefix (`INVALID_VALUE`, `EXECUTION_FAILED`).
     pub status: String,
@@ -373,7 +373,7 @@ pub struct CublasError {
 }
 
 /// A cuDNN failure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CudnnError {
     /// Status name without the prefix (`NOT_SUPPORTED`), when printed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -383,7 +383,7 @@ pub struct CudnnError {
 }
 
 /// What an NCCL line reported.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum NcclKind {
     /// `NCCL WARN …`.
@@ -417,7 +417,7 @@ pub enum NcclKind {
 }
 
 /// An NCCL warning, error or timeout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NcclEvent {
     /// What happened.
     #[serde(flatten)]
@@ -427,7 +427,7 @@ pub struct NcclEvent {
 }
 
 /// Which memory ran out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryKind {
     /// GPU memory.
@@ -443,7 +443,7 @@ pub enum MemoryKind {
 }
 
 /// An out-of-memory report and every figure it printed, in bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct OomReport {
     /// Which memory.
     pub memory: Option<MemoryKind>,
@@ -497,7 +497,7 @@ pub enum Advice {
 }
 
 /// A fact stated in an error message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "fact", rename_all = "snake_case")]
 pub enum Fact {
     /// `mat1 and mat2 shapes cannot be multiplied (64x512 and 768x10)`.
@@ -602,7 +602,7 @@ impl EnvKey {
 }
 
 /// A fact about the environment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct EnvFact {
     /// What it describes.
     pub key: EnvKey,
@@ -611,7 +611,7 @@ pub struct EnvFact {
 }
 
 /// A failed child process reported by torch.distributed.elastic (`ChildFailedError`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct ChildFailure {
     /// Listed under "Root Cause (first observed failure)".
     pub root_cause: bool,

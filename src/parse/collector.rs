@@ -53,8 +53,8 @@ struct AssertTally {
 #[derive(Debug, Default)]
 pub struct Collector {
     events: Vec<Event>,
-    /// Folding key (rank + serialized kind) → index in `events`.
-    folded: HashMap<String, usize>,
+    /// The one-line events recorded so far, as first emitted, and where each is in `events`.
+    folded: HashMap<FoldKey, usize>,
     /// Assertions folded so far, and where each is in `tallies`.
     asserts: HashMap<AssertKey, usize>,
     tallies: Vec<AssertTally>,
@@ -76,14 +76,15 @@ impl Collector {
     /// Records a one-line event; an identical earlier event (same rank) absorbs it as a repeat.
     pub fn emit(&mut self, line: &Line<'_>, kind: EventKind) -> Option<usize> {
         self.last_line = Some(line.number);
-        let key = fold_key(line.rank(), &kind);
+        let key = FoldKey::new(line.rank(), kind);
         if let Some(&i) = self.folded.get(&key) {
             let event = &mut self.events[i];
             event.count = event.count.saturating_add(1);
             event.last_line = Some(line.number);
             return Some(i);
         }
-        let mut event = Event::new(Span::line(line.number), line.rank(), kind);
+        // The key keeps the kind as emitted: a later line may complete the event's own copy.
+        let mut event = Event::new(Span::line(line.number), line.rank(), key.kind.clone());
         event.text = Some(clip_text(line.text.trim()));
         event.warning = super::is_warning_line(line);
         let i = self.push(event)?;
@@ -228,24 +229,30 @@ impl Collector {
     }
 }
 
-fn fold_key(rank: Option<u32>, kind: &EventKind) -> String {
-    let body = serde_json::to_string(kind).unwrap_or_default();
-    // The environment is the same for every rank.
-    let rank = if matches!(kind, EventKind::Env(_)) {
-        None
-    } else {
-        rank
-    };
-    match rank {
-        Some(r) => format!("{r}|{body}"),
-        None => format!("-|{body}"),
+/// What makes a one-line event a repeat of an earlier one: the same rank and the same kind with
+/// the same payload.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FoldKey {
+    rank: Option<u32>,
+    kind: EventKind,
+}
+
+impl FoldKey {
+    fn new(rank: Option<u32>, kind: EventKind) -> Self {
+        // The environment is the same for every rank.
+        let rank = if matches!(kind, EventKind::Env(_)) {
+            None
+        } else {
+            rank
+        };
+        Self { rank, kind }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Advice;
+    use crate::model::{Advice, OomReport};
     use crate::normalize::LineMeta;
 
     fn line(number: u64, rank: Option<u32>) -> Line<'static> {
@@ -270,6 +277,23 @@ mod tests {
             (events[0].count, events[0].lines.start, events[0].last_line),
             (2, 3, Some(9))
         );
+    }
+
+    #[test]
+    fn an_event_completed_by_a_later_line_still_absorbs_its_repeats() {
+        let mut c = Collector::default();
+        let cut = || EventKind::Oom(OomReport {
+            message: "CUDA out of memory.".into(),
+            ..OomReport::default()
+        });
+        let i = c.emit(&line(1, None), cut());
+        if let Some(EventKind::Oom(oom)) = i.and_then(|i| c.get_mut(i)).map(|e| &mut e.kind) {
+            oom.tried_bytes = Some(1 << 20);
+        }
+        c.emit(&line(4, None), cut());
+        let (events, _) = c.finish();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].count, 2);
     }
 
     #[test]
