@@ -282,10 +282,12 @@ mod tests {
     #[test]
     fn an_event_completed_by_a_later_line_still_absorbs_its_repeats() {
         let mut c = Collector::default();
-        let cut = || EventKind::Oom(OomReport {
-            message: "CUDA out of memory.".into(),
-            ..OomReport::default()
-        });
+        let cut = || {
+            EventKind::Oom(OomReport {
+                message: "CUDA out of memory.".into(),
+                ..OomReport::default()
+            })
+        };
         let i = c.emit(&line(1, None), cut());
         if let Some(EventKind::Oom(oom)) = i.and_then(|i| c.get_mut(i)).map(|e| &mut e.kind) {
             oom.tried_bytes = Some(1 << 20);
