@@ -434,12 +434,12 @@ fn short_function(signature: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The runtime's message for an error code printed alone (`CUDA error 700` when it is unknown).
 /// The codes of [`KNOWN`] errors that the driver API (`CUresult`) and the runtime
 /// (`cudaError_t`) give the same number: a driver API code is read by the runtime's table only
 /// for these.
 const SAME_CODE_IN_BOTH_APIS: &[u32] = &[2, 3, 46, 100, 101, 209, 700, 701, 702, 710, 716, 719];
 
+/// The runtime's message for an error code printed alone (`CUDA error 700` when it is unknown).
 fn message_of_code(code: &str) -> String {
     KNOWN
         .iter()
@@ -612,12 +612,7 @@ fn driver_error(out: &mut Collector, line: &Line<'_>) {
         if let Some(k) = known {
             out.emit(
                 line,
-                EventKind::CudaError(CudaError {
-                    message: k.0.to_owned(),
-                    code: Some(k.3),
-                    name: Some(k.2.to_owned()),
-                    api: CudaApi::Driver,
-                }),
+                cuda_error(k.0, CudaApi::Driver, Some(k.3), Some(k.2.to_owned())),
             );
         }
         return;

@@ -135,9 +135,9 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             .iter()
             .find(|(code, _)| *code == n)
             .map_or_else(|| format!("STATUS_{n}"), |(_, s)| (*s).to_owned())
-    } else if let Some(status) = regex!(r"CUDA error: (?P<msg>.+)$|(?i:cublas) call \w+.* failed at \S+ '(?P<said>[^']+)'|\bcublas\w*\(.*\): (?P<after>.+)$")
+    } else if let Some(status) = regex!(r"CUDA error: (?P<msg>.+)$|(?i:cublas) call \w+.* failed at \S+ '(?P<said>[^']+)'")
         .captures(text)
-        .and_then(|c| cublas_status_text(c.name("msg").or(c.name("said")).or(c.name("after"))?.as_str()))
+        .and_then(|c| cublas_status_text(c.name("msg").or(c.name("said"))?.as_str()))
         .or_else(|| status_text_after_cublas(text))
     {
         status.to_owned()
