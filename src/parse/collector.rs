@@ -66,8 +66,9 @@ pub struct Collector {
     /// The latest event of each kind (`oom`, `cuda_assert`), so that details printed on the
     /// following lines (OOM figures, device-side assertion reports) can join it.
     latest: HashMap<&'static str, usize>,
-    /// The line of the latest event recorded or repeated, so that a fallback reading of a line
-    /// can tell whether a specific one already read it.
+    /// The line of the latest failure event recorded or repeated (not a fact about the
+    /// environment), so that a fallback reading of a line can tell whether a specific one
+    /// already read it.
     last_line: Option<u64>,
     dropped: u64,
 }
@@ -75,7 +76,13 @@ pub struct Collector {
 impl Collector {
     /// Records a one-line event; an identical earlier event (same rank) absorbs it as a repeat.
     pub fn emit(&mut self, line: &Line<'_>, kind: EventKind) -> Option<usize> {
-        self.last_line = Some(line.number);
+        // A version or a path read from the line (`…/python3.9/…`) does not explain its failure.
+        if !matches!(
+            kind,
+            EventKind::Env(_) | EventKind::Fact(_) | EventKind::Advice(_)
+        ) {
+            self.last_line = Some(line.number);
+        }
         let key = FoldKey::new(line.rank(), kind);
         if let Some(&i) = self.folded.get(&key) {
             let event = &mut self.events[i];
@@ -203,8 +210,8 @@ impl Collector {
         (line.saturating_sub(event.lines.end) <= window).then_some(event)
     }
 
-    /// Whether an event was recorded (or repeated) from line `line` by [`Collector::emit`] or
-    /// [`Collector::assertion`].
+    /// Whether a failure event (not an environment fact or advice) was recorded (or repeated)
+    /// from line `line` by [`Collector::emit`] or [`Collector::assertion`].
     pub fn emitted_on(&self, line: u64) -> bool {
         self.last_line == Some(line)
     }

@@ -643,8 +643,11 @@ fn runtime_name(out: &mut Collector, line: &Line<'_>) {
     if line.text.contains("CUDA error: ") {
         return;
     }
-    // TensorFlow on ROCm writes HIP's names as `HIP_ERROR_OutOfMemory`.
-    let Some(c) = regex!(r"(?:(?P<api>cuda|hip)Error|HIP_ERROR_)(?P<name>[A-Z]\w+)").captures(line.text)
+    // TensorFlow on ROCm writes HIP's names as `HIP_ERROR_OutOfMemory`. A name compared in a
+    // check's expression (`e == cudaSuccess || e == cudaErrorCudartUnloading`) is not the error.
+    let Some(c) = regex!(r"(?:(?P<api>cuda|hip)Error|HIP_ERROR_)(?P<name>[A-Z]\w+)")
+        .captures_iter(line.text)
+        .find(|c| c.get(0).is_some_and(|m| !compared(&line.text[..m.start()])))
     else {
         return;
     };
@@ -666,6 +669,13 @@ fn runtime_name(out: &mut Collector, line: &Line<'_>) {
             api: CudaApi::Runtime,
         }),
     );
+}
+
+/// Whether the text before a name ends in a comparison (`e == `, `!=`): the name is then a
+/// value a check expected or excused, not the error that happened.
+fn compared(before: &str) -> bool {
+    let before = before.trim_end();
+    before.ends_with("==") || before.ends_with("!=")
 }
 
 fn device_count_error(out: &mut Collector, line: &Line<'_>) {
@@ -943,6 +953,17 @@ mod tests {
             ),
             vec![(Some(2), "out of memory".to_owned())]
         );
+    }
+
+    #[test]
+    fn a_name_compared_in_a_check_is_not_the_error() {
+        let e = cuda_errors(
+            "decord._ffi.base.DECORDError: [12:18:41] /src/video/nvcodec/cuda_stream.cc:20: Check failed: e == cudaSuccess || e == cudaErrorCudartUnloading CUDA: initialization error at line: 20\n",
+        );
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].name.as_deref(), Some("cudaErrorInitializationError"));
+        let e = cuda_errors("Check failed: status != cudaErrorNotReady: cudaErrorIllegalAddress\n");
+        assert_eq!(e[0].name.as_deref(), Some("cudaErrorIllegalAddress"));
     }
 
     #[test]

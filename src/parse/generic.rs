@@ -95,6 +95,12 @@ mod tests {
                 "cudaErrorInitializationError",
             ),
             (
+                // a Python version read from the path on the same line does not explain it
+                "File \"/home/user/.local/lib/python3.9/site-packages/decord/_ffi/base.py\", line 78, in check_call raise DECORDError(err_str) decord._ffi.base.DECORDError: [12:18:41] /src/video/nvcodec/cuda_stream.cc:20: Check failed: e == cudaSuccess || e == cudaErrorCudartUnloading CUDA: initialization error at line: 20",
+                "initialization error",
+                "cudaErrorInitializationError",
+            ),
+            (
                 "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /src/turbomind/utils/memory_utils.cu:32",
                 "out of memory",
                 "cudaErrorMemoryAllocation",

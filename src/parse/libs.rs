@@ -25,9 +25,9 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
     },
     Extractor {
         // The result names, and an NCCL call that failed with its result text (`ncclCommInitRank
-        // failed: unhandled cuda error`, as Horovod and XLA report it), and CuPy's `NcclError:
-        // NCCL_ERROR_…: <result text>`.
-        trigger: r"(?i)nccl ?error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )|NCCL failure [^']*'",
+        // failed: unhandled cuda error`, as Horovod and XLA report it), CuPy's `NcclError:
+        // NCCL_ERROR_…: <result text>` and RAFT's `NCCL_ERROR: b'<result text>'`.
+        trigger: r"(?i)nccl[ _]?error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )|NCCL failure [^']*'",
         handle: nccl_error,
     },
     Extractor {
@@ -723,6 +723,16 @@ mod tests {
             ),
             vec![NcclKind::Error {
                 code: "ncclUnhandledCudaError".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn raft_s_nccl_error_gets_the_name_of_its_result_text() {
+        assert_eq!(
+            nccl_kinds("RuntimeError: NCCL_ERROR: b'unhandled system error'\n"),
+            vec![NcclKind::Error {
+                code: "ncclSystemError".into()
             }]
         );
     }
