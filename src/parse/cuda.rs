@@ -23,7 +23,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|Cuda initialization failure with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
         handle: numbered_error,
     },
     Extractor {
@@ -534,10 +534,11 @@ const NUMBERED: &[(&str, CudaApi)] = &[
     ),
     (r"Error Code \d+: Cuda Runtime \((?P<m>[^)]+)\)", CudaApi::Runtime),
     // TensorRT's samples and runners: `Cuda initialization failure with error 35. Please check
+    // cuda installation` (its builder since 8.6: `CUDA initialization failure with error: 35.`)
     // cuda installation`; its Myelin engine: `Error Code 1: Myelin (Final synchronize failed (700))`
     // (a stream or device synchronize returns the runtime's code).
     (
-        r"Cuda initialization failure with error (?P<n>\d+)",
+        r"(?i:cuda) initialization failure with error:? (?P<n>\d+)",
         CudaApi::Runtime,
     ),
     (r"\bsynchroni[sz]e failed \((?P<n>\d+)\)", CudaApi::Runtime),
@@ -985,6 +986,12 @@ mod tests {
         assert_eq!(
             codes_and_messages(
                 "ERROR: Cuda initialization failure with error 35. Please check cuda installation:  http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html.\n"
+            ),
+            vec![(Some(35), super::message_of_code("35"))]
+        );
+        assert_eq!(
+            codes_and_messages(
+                "  what():  CUDA initialization failure with error: 35. Please check your CUDA installation: http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html In checkCudaInstalledAndPrintMemoryUsage at optimizer/api/builder.cpp:1238\n"
             ),
             vec![(Some(35), super::message_of_code("35"))]
         );

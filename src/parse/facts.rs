@@ -14,7 +14,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: dtypes,
     },
     Extractor {
-        trigger: r"Expected all tensors to be on the same device|found at least two devices, [\w:]+ and [\w:]+|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU|Input and (?:parameter|hidden) tensors are not at the same device|expected device \S+ and dtype \w+ but got device|expected device [\w:]+ but got device [\w:]+|expected TensorOptions\(dtype=|All input tensors must be on the same device\. Received",
+        trigger: r"Expected all tensors to be on the same device|found at least two devices, [\w:]+ and [\w:]+|Expected object of (?:device type|backend)|to have the same device as tensor|is on CPU, but expected it to be on GPU|Input and (?:parameter|hidden) tensors are not at the same device|expected device \S+ and dtype \w+ but got device|expected device [\w:]+ but got device [\w:]+|expected backend \w+ and dtype \w+ but got backend|expected TensorOptions\(dtype=|All input tensors must be on the same device\. Received",
         handle: devices,
     },
     Extractor {
@@ -231,6 +231,8 @@ fn devices(out: &mut Collector, line: &Line<'_>) {
     } else if let Some(c) = [
         // torch 1.x: `expected device cpu and dtype Float but got device cuda:0 and dtype Float`
         regex!(r"expected device (?P<a>[\w:]+) and dtype (?P<e>\w+) but got device (?P<b>[\w:]+) and dtype (?P<f>\w+)"),
+        // torch 0.4 to 1.0: `expected backend CUDA and dtype Float but got backend CPU and dtype Float`
+        regex!(r"expected backend (?P<a>\w+) and dtype (?P<e>\w+) but got backend (?P<b>\w+) and dtype (?P<f>\w+)"),
         // later: `expected TensorOptions(dtype=float, device=cpu, …) (got TensorOptions(dtype=float, device=cuda:0, …))`
         regex!(r"expected TensorOptions\(dtype=(?P<e>[\w:]+), device=(?P<a>[\w:]+),.*?\(got TensorOptions\(dtype=(?P<f>[\w:]+), device=(?P<b>[\w:]+),"),
     ]
@@ -239,7 +241,7 @@ fn devices(out: &mut Collector, line: &Line<'_>) {
     {
         // Both devices and dtypes are named: the pair that differs is the mismatch.
         if c["a"] != c["b"] {
-            pair(&c["a"], &c["b"])
+            pair(&c["a"].to_ascii_lowercase(), &c["b"].to_ascii_lowercase())
         } else if c["e"] != c["f"] {
             Fact::Dtypes {
                 expected: c["e"].to_owned(),
@@ -494,6 +496,24 @@ mod tests {
             vec![Fact::Devices {
                 first: "cuda".into(),
                 second: "cpu".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn old_torch_names_backend_and_dtype_and_the_pair_that_differs_is_the_mismatch() {
+        assert_eq!(
+            facts("RuntimeError: expected backend CUDA and dtype Float but got backend CPU and dtype Float"),
+            vec![Fact::Devices {
+                first: "cuda".into(),
+                second: "cpu".into()
+            }]
+        );
+        assert_eq!(
+            facts("RuntimeError: expected backend CPU and dtype Double but got backend CPU and dtype Float"),
+            vec![Fact::Dtypes {
+                expected: "Double".into(),
+                found: "Float".into()
             }]
         );
     }

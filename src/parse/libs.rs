@@ -15,7 +15,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: cublas_illegal_parameter,
     },
     Extractor {
-        trigger: r"CUDNN_STATUS_[A-Z_]+|(?i:cudnn) error: |Unable to find a valid cuDNN algorithm|no valid convolution algorithms available in CuDNN|cuDNN version incompatibility|(?:GET|FIND) was unable to find an engine|(?i:cudnn frontend error)|Error while calling cudnn\w+\(|(?i:cudnn)\w*\.(?:cpp|cu|h):\d+\. code: \d+, reason: ",
+        trigger: r"CUDNN_STATUS_[A-Z_]+|(?i:cudnn) error: |Unable to find a valid cuDNN algorithm|no valid convolution algorithms available in CuDNN|cuDNN version incompatibility|(?:GET|FIND) was unable to find an engine|(?i:cudnn frontend error)|Error while calling cudnn\w+\(|(?i:cudnn)\w*\.(?:cpp|cu|h):\d+\. code: \d+, reason: |Cudnn Error in [\w:]+: \d+\b",
         handle: cudnn,
     },
     Extractor {
@@ -227,7 +227,7 @@ fn cublas_illegal_parameter(out: &mut Collector, line: &Line<'_>) {
     out.emit(line, EventKind::Cublas(event));
 }
 
-/// cuDNN status numbers before cuDNN 9 (cudnnStatus_t), as dlib prints them (`code: 2`).
+/// cuDNN status numbers before cuDNN 9 (cudnnStatus_t), as dlib (`code: 2`) and TensorRT print them.
 const CUDNN_CODES: &[(u32, &str)] = &[
     (1, "NOT_INITIALIZED"),
     (2, "ALLOC_FAILED"),
@@ -244,10 +244,12 @@ const CUDNN_CODES: &[(u32, &str)] = &[
 fn cudnn(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
     // dlib's check: `Error while calling cudnnFindConvolutionForwardAlgorithm(…) in file
-    // …/cudnn_dlibapi.cpp:820. code: 2, reason: CUDA Resources could not be allocated.`
+    // …/cudnn_dlibapi.cpp:820. code: 2, reason: CUDA Resources could not be allocated.`;
+    // TensorRT's: `Cudnn Error in execute: 8 (CUDNN_STATUS_ EXECUTION_FAILED)`.
     let numbered = || {
-        let c = regex!(r"(?i:cudnn)\w*\.(?:cpp|cu|h):\d+\. code: (?P<n>\d+), reason: ").captures(text)?;
-        let n: u32 = c["n"].parse().ok()?;
+        let c = regex!(r"(?i:cudnn)\w*\.(?:cpp|cu|h):\d+\. code: (?P<n>\d+), reason: |Cudnn Error in [\w:]+: (?P<m>\d+)\b")
+            .captures(text)?;
+        let n: u32 = c.name("n").or_else(|| c.name("m"))?.as_str().parse().ok()?;
         CUDNN_CODES
             .iter()
             .find(|(code, _)| *code == n)
@@ -556,6 +558,21 @@ mod tests {
             })
             .collect();
         assert_eq!(statuses, vec![Some("ALLOC_FAILED".to_owned()), None]);
+    }
+
+    #[test]
+    fn tensorrts_numbered_cudnn_error_gives_the_status() {
+        let statuses: Vec<Option<String>> = parse_str(
+            "[TensorRT] ERROR: ../rtSafe/cuda/cudaConvolutionRunner.cpp (303) - Cudnn Error in execute: 8 (CUDNN_STATUS_ EXECUTION_FAILED)\n",
+        )
+        .events
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Cudnn(c) => Some(c.status),
+            _ => None,
+        })
+        .collect();
+        assert_eq!(statuses, vec![Some("EXECUTION_FAILED".to_owned())]);
     }
 
     #[test]
