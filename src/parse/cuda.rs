@@ -23,7 +23,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
         handle: numbered_error,
     },
     Extractor {
@@ -534,14 +534,19 @@ const NUMBERED: &[(&str, CudaApi)] = &[
     ),
     (r"Error Code \d+: Cuda Runtime \((?P<m>[^)]+)\)", CudaApi::Runtime),
     // TensorRT's samples and runners: `Cuda initialization failure with error 35. Please check
-    // cuda installation` (its builder since 8.6: `CUDA initialization failure with error: 35.`)
-    // cuda installation`; its Myelin engine: `Error Code 1: Myelin (Final synchronize failed (700))`
-    // (a stream or device synchronize returns the runtime's code).
+    // cuda installation` (its builder since 8.6: `CUDA initialization failure with error: 35.`);
+    // its Myelin engine: `Error Code 1: Myelin (Final synchronize failed (700))` (a stream or
+    // device synchronize returns the runtime's code).
     (
         r"(?i:cuda) initialization failure with error:? (?P<n>\d+)",
         CudaApi::Runtime,
     ),
     (r"\bsynchroni[sz]e failed \((?P<n>\d+)\)", CudaApi::Runtime),
+    // spconv's index kernels (mmdetection3d, OpenPCDet): `cuda execution failed with error 2`
+    (
+        r"(?i:cuda) execution failed with error (?P<n>\d+)",
+        CudaApi::Runtime,
+    ),
     // torch_memory_saver (SGLang, slime, verl): `[torch_memory_saver.cpp] CUresult error: 2 (out of
     // memory) file=… func=cu_mem_create line=187`
     (r"CUresult error: (?P<n>\d+) \((?P<m>[^)]+)\)", CudaApi::Driver),
@@ -1000,6 +1005,16 @@ mod tests {
                 "[07/03/2023-14:32:48] [TRT] [E] 1: [runner.cpp::execute::386] Error Code 1: Myelin (Final synchronize failed (700))\n"
             ),
             vec![(Some(700), super::message_of_code("700"))]
+        );
+    }
+
+    #[test]
+    fn spconvs_numbered_failure_gets_the_runtimes_message_for_its_code() {
+        assert_eq!(
+            codes_and_messages(
+                "RuntimeError: mmdet3d/ops/spconv/src/indice_cuda.cu 124\ncuda execution failed with error 2\n"
+            ),
+            vec![(Some(2), super::message_of_code("2"))]
         );
     }
 
