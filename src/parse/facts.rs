@@ -6,7 +6,7 @@ use crate::normalize::Line;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"shapes cannot be multiplied|size mismatch, m1: |must match the size of tensor b|Target size .* must be the same as input size|Expected input batch_size|Using a target size .* that is different to the input size|The expanded size of the tensor",
+        trigger: r"shapes cannot be multiplied|size mismatch, m1: |must match the size of tensor b|Target size .* must be the same as input size|Expected input batch_size|Using a target size .* that is different to the input size|he expanded size of the tensor",
         handle: shapes,
     },
     Extractor {
@@ -390,6 +390,17 @@ mod tests {
             vec![Fact::TargetInputShapes {
                 target: vec![16],
                 input: vec![16, 2]
+            }]
+        );
+        // an application's own wrapper may lower the message's first letter
+        assert_eq!(
+            facts(
+                "inference failed: the expanded size of the tensor (3072) must match the existing size (8740) at non-singleton dimension 0. Target sizes: [3072,9]. Tensor sizes: [8740,9]"
+            ),
+            vec![Fact::BroadcastSizes {
+                a: 3072,
+                b: 8740,
+                dim: 0
             }]
         );
         assert_eq!(

@@ -65,9 +65,10 @@ fn head(text: &str, at: usize, len: usize) -> Option<&str> {
 }
 
 /// Whether `head` names CUDA: the word (`CUDA:`, `Cuda error`), a runtime or driver call
-/// (`cudaMalloc`, `cuInit`), or the check of one (`e == cudaSuccess`).
+/// (`cudaMalloc`, `cuInit`), the check of one (`e == cudaSuccess`), or TensorFlow's wrapper of
+/// one (`GpuLaunchKernel`, `GpuMemcpy`).
 fn names_cuda(head: &str) -> bool {
-    regex!(r"(?i:\bcuda\b)|\bcu(?:da)?[A-Z]\w*").is_match(head)
+    regex!(r"(?i:\bcuda\b)|\bcu(?:da)?[A-Z]\w*|\bGpu[A-Z]\w*").is_match(head)
 }
 
 #[cfg(test)]
@@ -102,6 +103,11 @@ mod tests {
             ),
             (
                 "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /src/turbomind/utils/memory_utils.cu:32",
+                "out of memory",
+                "cudaErrorMemoryAllocation",
+            ),
+            (
+                "Non-OK-status: GpuLaunchKernel (FillPhiloxRandomKernelLaunch <Distribution>, num_blocks, block_size, 0, d.stream (), gen, data, size, dist) status: Internal: out of memory",
                 "out of memory",
                 "cudaErrorMemoryAllocation",
             ),
