@@ -97,6 +97,55 @@ impl Kind {
         Kind::Fact,
         Kind::Frame,
     ];
+
+    /// The slot of [`EventIndex`] holding the events a condition of this kind can be met by.
+    fn slot(self) -> usize {
+        match self {
+            // Exception and frame conditions both read tracebacks.
+            Kind::Exception | Kind::Frame => 0,
+            Kind::Assert => 1,
+            Kind::CudaError => 2,
+            Kind::Cublas => 3,
+            Kind::Cudnn => 4,
+            Kind::Nccl => 5,
+            Kind::Oom => 6,
+            Kind::Fact => 7,
+        }
+    }
+}
+
+/// A log's events sorted by the kind of condition that can read them, in log order within each:
+/// built once per analysis, so that a rule's condition looks only at the events it could match
+/// (most conditions find no event of their kind at all).
+#[derive(Debug, Default)]
+pub struct EventIndex<'e> {
+    slots: [Vec<&'e Event>; 8],
+}
+
+impl<'e> EventIndex<'e> {
+    /// The index of `events`.
+    pub fn new(events: &'e [Event]) -> Self {
+        let mut index = Self::default();
+        for event in events {
+            let slot = match &event.kind {
+                EventKind::Traceback(_) => 0,
+                EventKind::CudaAssert(_) => 1,
+                EventKind::CudaError(_) => 2,
+                EventKind::Cublas(_) => 3,
+                EventKind::Cudnn(_) => 4,
+                EventKind::Nccl(_) => 5,
+                EventKind::Oom(_) => 6,
+                EventKind::Fact(_) => 7,
+                _ => continue,
+            };
+            index.slots[slot].push(event);
+        }
+        index
+    }
+
+    fn of(&self, kind: Kind) -> &[&'e Event] {
+        &self.slots[kind.slot()]
+    }
 }
 
 /// Every event condition of a rule; each one given must be met by at least one event.
@@ -129,14 +178,14 @@ impl EventConditions {
     }
 
     /// For each condition given, the events meeting it; `None` when one condition has none.
-    pub fn matching<'e>(&self, events: &'e [Event]) -> Option<Vec<&'e Event>> {
+    pub fn matching<'e>(&self, events: &EventIndex<'e>) -> Option<Vec<&'e Event>> {
         let mut found = Vec::new();
         for kind in Kind::ALL {
             if !self.has(kind) {
                 continue;
             }
             let before = found.len();
-            found.extend(events.iter().filter(|e| self.meets(kind, e)));
+            found.extend(events.of(kind).iter().copied().filter(|e| self.meets(kind, e)));
             if found.len() == before {
                 return None;
             }

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 
-use super::conditions::event_captures;
+use super::conditions::{EventIndex, event_captures};
 use super::pattern::group_text;
 use super::{Rule, RuleSet};
 use crate::model::{Confidence, EnvKey, Event, EventKind, EvidenceLine, FindingOrigin};
@@ -148,12 +148,18 @@ pub struct Matcher<'r> {
     rules: &'r RuleSet,
     /// Which rules it evaluates.
     origin: FindingOrigin,
-    /// The table ids of the patterns it records, ascending (`hits[i]` is pattern `slots[i]`'s);
-    /// `None`: every pattern of the table (`hits[id]`).
+    /// The table ids of the patterns it records, ascending (slot `i` is pattern `slots[i]`);
+    /// `None`: every pattern of the table (slot `id`).
     slots: Option<&'r [usize]>,
-    /// Hits by slot.
+    /// By slot, where the slot's hits are in `hits` ([`NOT_HIT`] until its pattern hits): a log
+    /// hits a few dozen of the rule base's patterns, so only those get a [`Hits`].
+    hit_index: Vec<u32>,
+    /// The hits of the patterns that hit, in the order they first did.
     hits: Vec<Hits>,
 }
+
+/// A slot whose pattern has not hit.
+const NOT_HIT: u32 = u32::MAX;
 
 impl<'r> Matcher<'r> {
     /// A matcher for the specific rules of `rules`, with no hits yet; [`Matcher::record`] takes
@@ -163,7 +169,8 @@ impl<'r> Matcher<'r> {
             rules,
             origin: FindingOrigin::Rule,
             slots: None,
-            hits: (0..rules.patterns().len()).map(|_| Hits::default()).collect(),
+            hit_index: vec![NOT_HIT; rules.patterns().len()],
+            hits: Vec::new(),
         }
     }
 
@@ -175,7 +182,8 @@ impl<'r> Matcher<'r> {
             rules,
             origin: FindingOrigin::Detector,
             slots: Some(slots),
-            hits: slots.iter().map(|_| Hits::default()).collect(),
+            hit_index: vec![NOT_HIT; slots.len()],
+            hits: Vec::new(),
         }
     }
 
@@ -187,7 +195,17 @@ impl<'r> Matcher<'r> {
         }
         let seen = Seen::new(line);
         for &p in patterns {
-            if let Some(hits) = self.hits.get_mut(p) {
+            let Some(at) = self.hit_index.get_mut(p) else {
+                continue;
+            };
+            if *at == NOT_HIT {
+                let Ok(next) = u32::try_from(self.hits.len()) else {
+                    continue;
+                };
+                *at = next;
+                self.hits.push(Hits::default());
+            }
+            if let Some(hits) = self.hits.get_mut(*at as usize) {
                 hits.record(&seen);
             }
         }
@@ -195,12 +213,13 @@ impl<'r> Matcher<'r> {
 
     /// The rules that match, given the parsed events of the same log.
     pub fn evaluate(&self, parsed: &Parsed) -> Vec<Match> {
+        let events = EventIndex::new(&parsed.events);
         self.rules
             .rules()
             .iter()
             .enumerate()
             .filter(|(_, rule)| rule.origin == self.origin)
-            .filter_map(|(i, rule)| self.evaluate_rule(i, rule, parsed))
+            .filter_map(|(i, rule)| self.evaluate_rule(i, rule, parsed, &events))
             .collect()
     }
 
@@ -214,13 +233,19 @@ impl<'r> Matcher<'r> {
             None => Some(pattern),
             Some(slots) => slots.binary_search(&pattern).ok(),
         };
-        slot.and_then(|i| self.hits.get(i)).unwrap_or(&NONE)
+        slot.and_then(|i| self.hit_index.get(i))
+            .and_then(|&at| self.hits.get(at as usize))
+            .unwrap_or(&NONE)
     }
 
-    fn evaluate_rule(&self, index: usize, rule: &Rule, parsed: &Parsed) -> Option<Match> {
-        if rule.not.iter().any(|&p| self.hits(p).total > 0) {
-            return None;
-        }
+    fn evaluate_rule(
+        &self,
+        index: usize,
+        rule: &Rule,
+        parsed: &Parsed,
+        events: &EventIndex<'_>,
+    ) -> Option<Match> {
+        // Most rules stop here: none of their `any` patterns hit this log.
         let any_hit: Vec<usize> = rule
             .any
             .iter()
@@ -228,6 +253,9 @@ impl<'r> Matcher<'r> {
             .filter(|&p| self.hits(p).total > 0)
             .collect();
         if !rule.any.is_empty() && any_hit.is_empty() {
+            return None;
+        }
+        if rule.not.iter().any(|&p| self.hits(p).total > 0) {
             return None;
         }
         if rule.all.iter().any(|&p| self.hits(p).total == 0) {
@@ -256,7 +284,7 @@ impl<'r> Matcher<'r> {
                 .filter_map(|&p| self.hits(p).earliest().cloned())
                 .collect(),
         };
-        let events = rule.events.matching(&parsed.events)?;
+        let events = rule.events.matching(events)?;
         let mut reasons = Vec::new();
         if !versions_allow(rule, &parsed.events, &mut reasons) {
             return None;

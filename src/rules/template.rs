@@ -107,7 +107,16 @@ impl Template {
 
     /// Fills the placeholders from `values`.
     pub fn render(&self, values: &BTreeMap<String, String>) -> String {
-        let mut out = String::new();
+        // Sized for the text and a short value per placeholder: one allocation for most.
+        let capacity = self
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::Text(t) => t.len(),
+                Part::Value { .. } => 24,
+            })
+            .sum();
+        let mut out = String::with_capacity(capacity);
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),

@@ -1,5 +1,10 @@
 //! What one line means inside (or at the start of) a Python traceback.
 
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use memchr::memmem;
+
 use crate::model::Frame;
 
 /// The role a line can play in a traceback.
@@ -62,6 +67,11 @@ const EXCEPTION_SUFFIXES: &[&str] = &["Error", "Exception", "Interrupt", "Exit",
 /// Exception names without one of those suffixes.
 const EXCEPTION_NAMES: &[&str] = &["StopIteration", "StopAsyncIteration", "GeneratorExit"];
 
+/// The header's words, searched for with a searcher built once (`str::contains` builds one for
+/// every line, which cost more than the rest of the line's reading).
+static TRACEBACK_HEADER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new("Traceback (most recent call last)"));
+
 pub(super) fn classify(text: &str) -> TbLine {
     let trimmed = text.trim();
     if trimmed.is_empty() {
@@ -70,7 +80,7 @@ pub(super) fn classify(text: &str) -> TbLine {
     if let Some(content) = rich_content(trimmed) {
         return content;
     }
-    if trimmed.contains("Traceback (most recent call last)") {
+    if TRACEBACK_HEADER.find(trimmed.as_bytes()).is_some() {
         if regex!(r"^[A-Za-z_][\w.]*\s{2,}Traceback \(most recent call last\)$").is_match(trimmed) {
             return TbLine::IpythonHeader;
         }
@@ -272,28 +282,42 @@ pub(super) fn parse_rich_frame(content: &str) -> Option<Frame> {
     })
 }
 
+/// What in a frame's file says it is a library's, the standard library's or torch /
+/// transformers internals rather than the user's own code.
+const LIBRARY_MARKERS: &[&str] = &[
+    "site-packages",
+    "dist-packages",
+    "/lib/python",
+    "\\lib\\python",
+    "\\Lib\\",
+    "/usr/lib/",
+    "/usr/local/lib/",
+    "<frozen ",
+    "/torch/",
+    "\\torch\\",
+    "/transformers/",
+    "\\transformers\\",
+    "/accelerate/",
+    "/deepspeed/",
+    "/peft/",
+    "/trl/",
+];
+
+/// [`LIBRARY_MARKERS`] searched for in one pass over a path (leftmost-first: any marker will do,
+/// and this kind lets the automaton use its vectorised prefilter).
+static LIBRARY_PATHS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    // A fixed list of short literals always builds; the tests build it.
+    #[allow(clippy::expect_used)]
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostFirst)
+        .build(LIBRARY_MARKERS)
+        .expect("library markers build")
+});
+
 /// Whether a frame's file is the user's own code rather than a library, the standard library
 /// or torch / transformers internals.
 pub fn is_app_path(file: &str) -> bool {
-    const LIBRARY_MARKERS: &[&str] = &[
-        "site-packages",
-        "dist-packages",
-        "/lib/python",
-        "\\lib\\python",
-        "\\Lib\\",
-        "/usr/lib/",
-        "/usr/local/lib/",
-        "<frozen ",
-        "/torch/",
-        "\\torch\\",
-        "/transformers/",
-        "\\transformers\\",
-        "/accelerate/",
-        "/deepspeed/",
-        "/peft/",
-        "/trl/",
-    ];
-    !LIBRARY_MARKERS.iter().any(|m| file.contains(m))
+    !LIBRARY_PATHS.is_match(file)
 }
 
 #[cfg(test)]
