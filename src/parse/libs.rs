@@ -546,33 +546,34 @@ mod tests {
 
     #[test]
     fn dlibs_cudnn_check_gives_the_status_by_its_number() {
-        let events = parse_str(
-            "cudnn_dlibapi.cpp:820. code: 2, reason: CUDA Resources could not be allocated.\nRuntimeError: Error while calling cudnnFindConvolutionForwardAlgorithm( context(), descriptor(data),\n",
-        )
-        .events;
-        let statuses: Vec<Option<String>> = events
+        assert_eq!(
+            cudnn_statuses(
+                "cudnn_dlibapi.cpp:820. code: 2, reason: CUDA Resources could not be allocated.\nRuntimeError: Error while calling cudnnFindConvolutionForwardAlgorithm( context(), descriptor(data),\n"
+            ),
+            vec![Some("ALLOC_FAILED".to_owned()), None]
+        );
+    }
+
+    /// The statuses of the cuDNN events found in `log`, in order.
+    fn cudnn_statuses(log: &str) -> Vec<Option<String>> {
+        parse_str(log)
+            .events
             .into_iter()
             .filter_map(|e| match e.kind {
                 EventKind::Cudnn(c) => Some(c.status),
                 _ => None,
             })
-            .collect();
-        assert_eq!(statuses, vec![Some("ALLOC_FAILED".to_owned()), None]);
+            .collect()
     }
 
     #[test]
     fn tensorrts_numbered_cudnn_error_gives_the_status() {
-        let statuses: Vec<Option<String>> = parse_str(
-            "[TensorRT] ERROR: ../rtSafe/cuda/cudaConvolutionRunner.cpp (303) - Cudnn Error in execute: 8 (CUDNN_STATUS_ EXECUTION_FAILED)\n",
-        )
-        .events
-        .into_iter()
-        .filter_map(|e| match e.kind {
-            EventKind::Cudnn(c) => Some(c.status),
-            _ => None,
-        })
-        .collect();
-        assert_eq!(statuses, vec![Some("EXECUTION_FAILED".to_owned())]);
+        assert_eq!(
+            cudnn_statuses(
+                "[TensorRT] ERROR: ../rtSafe/cuda/cudaConvolutionRunner.cpp (303) - Cudnn Error in execute: 8 (CUDNN_STATUS_ EXECUTION_FAILED)\n"
+            ),
+            vec![Some("EXECUTION_FAILED".to_owned())]
+        );
     }
 
     #[test]

@@ -98,18 +98,18 @@ impl Kind {
         Kind::Frame,
     ];
 
-    /// The slot of [`EventIndex`] holding the events a condition of this kind can be met by.
-    fn slot(self) -> usize {
-        match self {
-            // Exception and frame conditions both read tracebacks.
-            Kind::Exception | Kind::Frame => 0,
-            Kind::Assert => 1,
-            Kind::CudaError => 2,
-            Kind::Cublas => 3,
-            Kind::Cudnn => 4,
-            Kind::Nccl => 5,
-            Kind::Oom => 6,
-            Kind::Fact => 7,
+    /// The condition kinds that can be met by an event of `kind`.
+    fn reading(kind: &EventKind) -> &'static [Kind] {
+        match kind {
+            EventKind::Traceback(_) => &[Kind::Exception, Kind::Frame],
+            EventKind::CudaAssert(_) => &[Kind::Assert],
+            EventKind::CudaError(_) => &[Kind::CudaError],
+            EventKind::Cublas(_) => &[Kind::Cublas],
+            EventKind::Cudnn(_) => &[Kind::Cudnn],
+            EventKind::Nccl(_) => &[Kind::Nccl],
+            EventKind::Oom(_) => &[Kind::Oom],
+            EventKind::Fact(_) => &[Kind::Fact],
+            _ => &[],
         }
     }
 }
@@ -119,7 +119,7 @@ impl Kind {
 /// (most conditions find no event of their kind at all).
 #[derive(Debug, Default)]
 pub struct EventIndex<'e> {
-    slots: [Vec<&'e Event>; 8],
+    by_kind: [Vec<&'e Event>; Kind::ALL.len()],
 }
 
 impl<'e> EventIndex<'e> {
@@ -127,24 +127,15 @@ impl<'e> EventIndex<'e> {
     pub fn new(events: &'e [Event]) -> Self {
         let mut index = Self::default();
         for event in events {
-            let slot = match &event.kind {
-                EventKind::Traceback(_) => 0,
-                EventKind::CudaAssert(_) => 1,
-                EventKind::CudaError(_) => 2,
-                EventKind::Cublas(_) => 3,
-                EventKind::Cudnn(_) => 4,
-                EventKind::Nccl(_) => 5,
-                EventKind::Oom(_) => 6,
-                EventKind::Fact(_) => 7,
-                _ => continue,
-            };
-            index.slots[slot].push(event);
+            for &kind in Kind::reading(&event.kind) {
+                index.by_kind[kind as usize].push(event);
+            }
         }
         index
     }
 
     fn of(&self, kind: Kind) -> &[&'e Event] {
-        &self.slots[kind.slot()]
+        &self.by_kind[kind as usize]
     }
 }
 
