@@ -9,7 +9,7 @@ const FIGURE_WINDOW: u64 = 4;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes|memory allocation failed with OOM on device \d+|Available memory of \d+ is smaller than requested bytes of \d+|Failed to allocate memory for requested buffer of size \d+",
+        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|Out of GPU memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes|memory allocation failed with OOM on device \d+|Available memory of \d+ is smaller than requested bytes of \d+|Failed to allocate memory for requested buffer of size \d+",
         handle: report,
     },
     Extractor {
@@ -20,9 +20,10 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
 
 fn report(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
-    // Ray's and the JVM's OutOfMemoryError are about the host's RAM.
+    // Ray's and the JVM's OutOfMemoryError are about the host's RAM (older Ray's memory monitor
+    // raised `RayOutOfMemoryError: More than 95% of the memory on node … is used`).
     let host = text.contains("DefaultCPUAllocator")
-        || regex!(r"\b(?:ray\.exceptions|java\.lang)\.OutOfMemoryError\b|node running low on memory")
+        || regex!(r"\b(?:ray\.exceptions|java\.lang)\.OutOfMemoryError\b|\bRayOutOfMemoryError\b|node running low on memory")
             .is_match(text);
     let memory = if host {
         MemoryKind::Host
@@ -76,7 +77,7 @@ fn figures_only(out: &mut Collector, line: &Line<'_>) {
 
 /// The report's text from the exception type (or the error phrase) on.
 fn oom_message(text: &str) -> String {
-    let start = regex!(r"(?i)(?:[\w.]*OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|[A-Z_]*out of memory|OOM when|RESOURCE_EXHAUSTED|DefaultCPUAllocator|Available memory of|Failed to allocate memory for requested buffer)")
+    let start = regex!(r"(?i)(?:[\w.]*OutOfMemoryError|CUDA out of memory|Out of GPU memory|CUDA error: out of memory|[A-Z_]*out of memory|OOM when|RESOURCE_EXHAUSTED|DefaultCPUAllocator|Available memory of|Failed to allocate memory for requested buffer)")
         .find(text)
         .map_or(0, |m| m.start());
     text[start..].trim().to_owned()
@@ -291,10 +292,20 @@ mod tests {
     }
 
     #[test]
+    fn julias_out_of_gpu_memory_is_a_gpu_report_with_its_request() {
+        let o = oom("ERROR: Out of GPU memory trying to allocate 146.250 MiB");
+        assert_eq!(o.memory, Some(MemoryKind::Gpu));
+        assert!(o.message.starts_with("Out of GPU memory"), "{}", o.message);
+        assert!(o.tried_bytes.is_some(), "{o:?}");
+    }
+
+    #[test]
     fn ray_and_jvm_out_of_memory_errors_are_host_memory() {
         for text in [
             "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
             "java.lang.OutOfMemoryError: Java heap space",
+            "ray.exceptions.RayTaskError(RayOutOfMemoryError): ray::SharedStorage.get_info() (pid=17985, ip=192.168.1.175)",
+            "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node node1 is used (59.62 / 62.75 GB).",
         ] {
             assert_eq!(oom(text).memory, Some(MemoryKind::Host), "{text}");
         }
