@@ -7,7 +7,7 @@ use crate::normalize::Line;
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
         // (`CUDA error: <cuBLAS status text>` is how ggml / llama.cpp report a cuBLAS status.)
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas runtime error) ?: |cuBLAS API failed with status \d+|(?i:cublas error)\s*\(\d+\)|(?i:cublas error) \d+ at |(?i:cublas error) at \S+ code=\d+|(?i:cublas error): \d+ - |(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|(?i:cublas).*): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas runtime error) ?: |cuBLAS API failed with status \d+|(?i:cublas error)\s*\(\d+\)|(?i:cublas error) \d+ at |(?i:cublas error) at \S+ code=\d+|(?i:cublas error): \d+ - |(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|(?i:cublas).*): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an unsupported value or parameter was passed to the function|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
         handle: cublas,
     },
     Extractor {
@@ -46,6 +46,12 @@ const CUBLAS_STATUS_TEXTS: &[(&str, &str)] = &[
     ("resource allocation failed", "ALLOC_FAILED"),
     (
         "an invalid numeric value was used as an argument",
+        "INVALID_VALUE",
+    ),
+    // cuBLAS 12's text (llama.cpp's `CUDA error: an unsupported value or parameter was passed to
+    // the function` over its `cublasSgemm_v2(…)` call).
+    (
+        "an unsupported value or parameter was passed to the function",
         "INVALID_VALUE",
     ),
     (
@@ -496,6 +502,8 @@ mod tests {
         assert_eq!(c.status, "NOT_SUPPORTED");
         let c = cublas("CUDA error: the resource allocation failed");
         assert_eq!(c.status, "ALLOC_FAILED");
+        let c = cublas("CUDA error: an unsupported value or parameter was passed to the function");
+        assert_eq!(c.status, "INVALID_VALUE");
         let events = parse_str("CUDA error: the requested functionality is not supported\n").events;
         assert!(
             !events.iter().any(|e| matches!(e.kind, EventKind::CudaError(_))),
