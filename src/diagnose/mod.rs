@@ -119,11 +119,15 @@ fn diagnose(
 ) -> Diagnosis {
     let environment = environment(parsed);
     let unexplained = unexplained_final_error(parsed, &matches);
+    let roots = error_roots(rules, &matches);
     let to_finding = |m: Match| {
-        // Seen only in warnings, all before a failure no rule explains: context.
+        // Seen only in warnings, all before a failure no rule explains or a program error of
+        // another class: context.
         let before = unexplained
             .as_ref()
-            .filter(|error| m.only_warnings && m.evidence.iter().all(|e| e.line < error.line));
+            .filter(|error| m.only_warnings && m.evidence.iter().all(|e| e.line < error.line))
+            .cloned()
+            .or_else(|| later_error_of_another_class(rules, &roots, &m));
         let mut f = finding(&rules.rules()[m.rule], m, &environment);
         if let Some(error) = before {
             f.role = Role::Context;
@@ -162,6 +166,43 @@ fn diagnose(
         warnings,
         replay: None,
     }
+}
+
+/// The root findings seen in errors whose class is a program error (a shape, a dtype, an index…),
+/// with their evidence: what a finding seen only in warnings is compared with (empty where no
+/// match is only in warnings, the usual case).
+fn error_roots<'r>(rules: &'r RuleSet, matches: &[Match]) -> Vec<(&'r str, Vec<EvidenceLine>)> {
+    if !matches.iter().any(|m| m.only_warnings) {
+        return Vec::new();
+    }
+    matches
+        .iter()
+        .filter(|m| !m.only_warnings)
+        .map(|m| (&rules.rules()[m.rule], m))
+        .filter(|(rule, _)| rule.role == Role::Root && rules.is_program_error(&rule.class))
+        .map(|(rule, m)| (rule.class.as_str(), m.evidence.clone()))
+        .collect()
+}
+
+/// For a match seen only in warnings: the first error line, after all of its evidence, of a root
+/// finding of a program error of another class. A driver too old for the build, named in a
+/// warning on which torch fell back to the CPU, did not cause the shape mismatch after it.
+fn later_error_of_another_class(
+    rules: &RuleSet,
+    roots: &[(&str, Vec<EvidenceLine>)],
+    m: &Match,
+) -> Option<EvidenceLine> {
+    if !m.only_warnings {
+        return None;
+    }
+    let class = rules.rules()[m.rule].class.as_str();
+    let last = m.evidence.iter().map(|e| e.line).max()?;
+    roots
+        .iter()
+        .filter(|(c, _)| *c != class)
+        .filter_map(|(_, evidence)| evidence.iter().find(|e| e.line > last))
+        .min_by_key(|e| e.line)
+        .cloned()
 }
 
 /// The exception the log's last traceback ends with, when no rule explains it (none has it as

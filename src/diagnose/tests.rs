@@ -150,6 +150,28 @@ torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 ha
 }
 
 #[test]
+fn a_gpu_warning_before_a_program_error_of_another_class_is_context() {
+    // torch warned that the driver is too old and fell back to the CPU; the run then failed on
+    // its own shapes, which no driver causes.
+    let d = analyze_str(
+        &rules(),
+        "/usr/lib/python3.6/site-packages/torch/cuda/__init__.py:52: UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 9010). Please update your GPU driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx (Triggered internally at  /pytorch/c10/cuda/CUDAFunctions.cpp:100.)
+  return torch._C._cuda_getDeviceCount() > 0
+Traceback (most recent call last):
+  File \"agent.py\", line 40, in act
+    q = self.net(obs)
+RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x5 and 7x64)
+",
+    );
+    assert_eq!(
+        d.primary().map(|f| f.class.as_str()),
+        Some("torch.shape_mismatch")
+    );
+    let driver = d.findings.iter().find(|f| f.class == "cuda.driver_too_old");
+    assert_eq!(driver.map(|f| f.role), Some(Role::Context), "{driver:?}");
+}
+
+#[test]
 fn a_log_with_no_diagnosis_points_at_the_error_it_ends_with() {
     let d = analyze_str(
         &rules(),

@@ -542,6 +542,12 @@ impl RuleSet {
         &self.classes
     }
 
+    /// Whether `class` is a failure of the program's own tensors or data (the taxonomy's
+    /// `program_error`).
+    pub fn is_program_error(&self, class: &str) -> bool {
+        self.classes.iter().any(|c| c.id == class && c.program_error)
+    }
+
     /// Where the rules came from (`embedded` or a directory).
     pub fn origin(&self) -> &str {
         &self.origin

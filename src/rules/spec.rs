@@ -268,4 +268,9 @@ pub struct ClassSpec {
     pub id: String,
     /// What it means.
     pub description: String,
+    /// The failure lies in the program's own tensors, data or checkpoint (their shapes, dtypes,
+    /// devices, indices, values): an environment problem that a warning before it names did not
+    /// cause it.
+    #[serde(default)]
+    pub program_error: bool,
 }
