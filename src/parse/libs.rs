@@ -26,8 +26,10 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
         // The result names, and an NCCL call that failed with its result text (`ncclCommInitRank
         // failed: unhandled cuda error`, as Horovod and XLA report it), CuPy's `NcclError:
-        // NCCL_ERROR_…: <result text>` and RAFT's `NCCL_ERROR: b'<result text>'`.
-        trigger: r"(?i)nccl[ _]?error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )|NCCL failure [^']*'",
+        // NCCL_ERROR_…: <result text>` and RAFT's `NCCL_ERROR: b'<result text>'`. NCCL's own
+        // `unhandled system error` / `unhandled cuda error` need no name beside them (HugeCTR's
+        // `Runtime error: unhandled system error` over its `ncclGroupEnd()` line).
+        trigger: r"(?i)nccl[ _]?error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?i:unhandled (?:system|cuda) error)|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )|NCCL failure [^']*'",
         handle: nccl_error,
     },
     Extractor {
@@ -783,6 +785,19 @@ mod tests {
                     code: "ncclUnhandledCudaError".into()
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn nccls_own_result_text_is_an_nccl_error_without_its_name_beside_it() {
+        let kinds = nccl_kinds(
+            "RuntimeError: Runtime error: unhandled system error\n        ncclGroupEnd() at ResourceManagerCore(/hugectr/HugeCTR/src/resource_managers/resource_manager_core.cpp:175)\n",
+        );
+        assert_eq!(
+            kinds,
+            vec![NcclKind::Error {
+                code: "ncclSystemError".into()
+            }]
         );
     }
 }
