@@ -9,7 +9,7 @@ const FIGURE_WINDOW: u64 = 4;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|Out of GPU memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes|memory allocation failed with OOM on device \d+|Available memory of \d+ is smaller than requested bytes of \d+|Failed to allocate memory for requested buffer of size \d+",
+        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|Out of GPU memory|Out of memory on device|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes|memory allocation failed with OOM on device \d+|Available memory of \d+ is smaller than requested bytes of \d+|Failed to allocate memory for requested buffer of size \d+",
         handle: report,
     },
     Extractor {
@@ -44,10 +44,11 @@ fn report(out: &mut Collector, line: &Line<'_>) {
 /// The memory of a report in a wording that XLA and TensorFlow print for every device (`RESOURCE_
 /// EXHAUSTED: Out of memory allocating … bytes`, `OOM when allocating tensor …`), and ONNX
 /// Runtime's arena, which serves the CPU provider as well as the CUDA one (`Available memory of 0
-/// is smaller than requested bytes of …`): the device the line names, else unspecified. `None` for the other wordings, which are the GPU's (CuPy's `Out
+/// is smaller than requested bytes of …`), and MATLAB's `Out of memory on device.` (its advice
+/// names the GPU): the device the line names, else unspecified. `None` for the other wordings, which are the GPU's (CuPy's `Out
 /// of memory allocating 255,688,704 bytes (allocated so far: …)` among them).
 fn device_of_agnostic_wording(text: &str) -> Option<MemoryKind> {
-    let agnostic = regex!(r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out|OOM when allocating tensor|Out of memory allocating \d+ bytes|Available memory of \d+ is smaller than requested bytes|Failed to allocate memory for requested buffer of size")
+    let agnostic = regex!(r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out|OOM when allocating tensor|Out of memory on device|Out of memory allocating \d+ bytes|Available memory of \d+ is smaller than requested bytes|Failed to allocate memory for requested buffer of size")
         .is_match(text)
         && !text.contains("allocated so far");
     if !agnostic {
@@ -77,7 +78,7 @@ fn figures_only(out: &mut Collector, line: &Line<'_>) {
 
 /// The report's text from the exception type (or the error phrase) on.
 fn oom_message(text: &str) -> String {
-    let start = regex!(r"(?i)(?:[\w.]*OutOfMemoryError|CUDA out of memory|Out of GPU memory|CUDA error: out of memory|[A-Z_]*out of memory|OOM when|RESOURCE_EXHAUSTED|DefaultCPUAllocator|Available memory of|Failed to allocate memory for requested buffer)")
+    let start = regex!(r"(?i)(?:[\w.]*OutOfMemoryError|CUDA out of memory|Out of GPU memory|Out of memory on device|CUDA error: out of memory|[A-Z_]*out of memory|OOM when|RESOURCE_EXHAUSTED|DefaultCPUAllocator|Available memory of|Failed to allocate memory for requested buffer)")
         .find(text)
         .map_or(0, |m| m.start());
     text[start..].trim().to_owned()
@@ -297,6 +298,18 @@ mod tests {
         assert_eq!(o.memory, Some(MemoryKind::Gpu));
         assert!(o.message.starts_with("Out of GPU memory"), "{}", o.message);
         assert!(o.tried_bytes.is_some(), "{o:?}");
+    }
+
+    #[test]
+    fn matlabs_out_of_memory_on_device_is_the_gpus_where_its_advice_names_the_gpu() {
+        let o = oom(
+            "Out of memory on device. To view more detail about available memory on the GPU, use 'gpuDevice()'. If the problem persists, reset the GPU by calling 'gpuDevice(1)'.",
+        );
+        assert_eq!(o.memory, Some(MemoryKind::Gpu));
+        assert_eq!(
+            oom("Error: Out of memory on device 0").memory,
+            Some(MemoryKind::Unspecified)
+        );
     }
 
     #[test]
