@@ -18,7 +18,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: devices,
     },
     Extractor {
-        trigger: r"size mismatch for [\w.]+: copying a param|found shape torch\.Size\(\[[\d, ]*\]\) in the checkpoint|While copying the parameter named",
+        trigger: r"size mismatch for [\w.]+: copying a param|found shape torch\.Size\(\[[\d, ]*\]\) in the checkpoint|While copying the parameter named|Cannot load .* because [\w.]+ expected shape ",
         handle: checkpoint,
     },
     Extractor {
@@ -277,6 +277,12 @@ fn checkpoint(out: &mut Collector, line: &Line<'_>) {
     let oldest = regex!(
         r#"While copying the parameter named ["']?(?P<p>[\w.]+)["']?, whose dimensions in the model are torch\.Size\(\[(?P<m>[\d, ]*)\]\) and whose dimensions in the checkpoint are torch\.Size\(\[(?P<c>[\d, ]*)\]\)"#
     );
+    // diffusers: `Cannot load <path> because embedding.1.weight expected shape tensor(...,
+    // device='meta', size=(320, 64, 1, 1)), but got torch.Size([320, 16, 1, 1])` (the model's
+    // shape first, printed as a meta tensor or a `torch.Size`).
+    let diffusers = regex!(
+        r"Cannot load .* because (?P<p>[\w.]+) expected shape (?:tensor\(\.\.\., device='meta', size=\((?P<m>[\d, ]*?),?\)\)|torch\.Size\(\[(?P<n>[\d, ]*)\]\)), but got torch\.Size\(\[(?P<c>[\d, ]*)\]\)"
+    );
     // Since torch 1.0 the `While copying …` wording ends `, an exception occurred : (…)`: the
     // copy itself raised (a CUDA error, most often), the shapes being equal; no mismatch.
     let oldest_mismatches = oldest.captures_iter(text).filter(|c| {
@@ -287,11 +293,13 @@ fn checkpoint(out: &mut Collector, line: &Line<'_>) {
         .captures_iter(text)
         .chain(hf.captures_iter(text))
         .chain(old.captures_iter(text))
-        .chain(oldest_mismatches);
+        .chain(oldest_mismatches)
+        .chain(diffusers.captures_iter(text));
     for c in all {
         let checkpoint = dims(&c["c"]);
-        let model = c.name("m").map_or_else(Vec::new, |m| dims(m.as_str()));
-        if c.name("m").is_some() && checkpoint == model {
+        let model_shape = c.name("m").or(c.name("n"));
+        let model = model_shape.map_or_else(Vec::new, |m| dims(m.as_str()));
+        if model_shape.is_some() && checkpoint == model {
             continue; // the same shape on both sides is not a mismatch, whatever the wording
         }
         let parameter = c["p"].to_owned();
@@ -540,6 +548,32 @@ mod tests {
                 parameter: "conv.weight".into(),
                 checkpoint: vec![4, 16, 3],
                 model: vec![16, 3, 4]
+            }]
+        );
+    }
+
+    #[test]
+    fn checkpoint_size_mismatches_in_diffusers_wording() {
+        let got = facts(
+            "ValueError: Cannot load /cache/stable-cascade/decoder because embedding.1.weight expected shape tensor(..., device='meta', size=(320, 64, 1, 1)), but got torch.Size([320, 16, 1, 1]). If you want to instead overwrite randomly initialized weights, please make sure to pass both `low_cpu_mem_usage=False` and `ignore_mismatched_sizes=True`.\n",
+        );
+        assert_eq!(
+            got,
+            vec![Fact::CheckpointSizeMismatch {
+                parameter: "embedding.1.weight".into(),
+                checkpoint: vec![320, 16, 1, 1],
+                model: vec![320, 64, 1, 1]
+            }]
+        );
+        let one_dim = facts(
+            "ValueError: Cannot load unet because conv_in.bias expected shape tensor(..., device='meta', size=(320,)), but got torch.Size([640]).\n",
+        );
+        assert_eq!(
+            one_dim,
+            vec![Fact::CheckpointSizeMismatch {
+                parameter: "conv_in.bias".into(),
+                checkpoint: vec![640],
+                model: vec![320]
             }]
         );
     }
