@@ -78,7 +78,7 @@ fn figures_only(out: &mut Collector, line: &Line<'_>) {
 
 /// The report's text from the exception type (or the error phrase) on.
 fn oom_message(text: &str) -> String {
-    let start = regex!(r"(?i)(?:[\w.]*OutOfMemoryError|CUDA out of memory|Out of GPU memory|Out of memory on device|CUDA error: out of memory|[A-Z_]*out of memory|OOM when|RESOURCE_EXHAUSTED|DefaultCPUAllocator|Available memory of|Failed to allocate memory for requested buffer)")
+    let start = regex!(r"(?i)(?:[\w.]*OutOfMemoryError|CUDA out of memory|Out of GPU memory|CUDA error: out of memory|[A-Z_]*out of memory|OOM when|RESOURCE_EXHAUSTED|DefaultCPUAllocator|Available memory of|Failed to allocate memory for requested buffer)")
         .find(text)
         .map_or(0, |m| m.start());
     text[start..].trim().to_owned()
