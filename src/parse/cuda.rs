@@ -50,7 +50,17 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         trigger: r"cudaGetDeviceCount\(\).*Error \d+: ",
         handle: device_count_error,
     },
+    Extractor {
+        trigger: BARE_MESSAGE,
+        handle: bare_message_error,
+    },
 ];
+
+/// An exception whose whole message is one of the CUDA runtime's own error strings, as wrappers
+/// that pass `cudaGetErrorString` on raise it: `ValueError(b'initialization error',)` in a
+/// Celery task's report, `RuntimeError: misaligned address`. Strings that other programs also
+/// use for their own errors (`out of memory`, `invalid argument`, `unknown error`) are left out.
+const BARE_MESSAGE: &str = r#"(?:Error|Exception)(?:: |\()b?['"]?(?:initialization error|misaligned address|unspecified launch failure|invalid device function|invalid device ordinal|an illegal memory access was encountered|an illegal instruction was encountered|no kernel image is available for execution on the device|device-side assert triggered|too many resources requested for launch|all CUDA-capable devices are busy or unavailable|no CUDA-capable device is detected|the launch timed out and was terminated)['"]?,?\)?\s*$"#;
 
 /// Known CUDA errors: a fragment of the runtime message, the runtime name, the driver name, the code.
 const KNOWN: &[(&str, &str, &str, u32)] = &[
@@ -439,6 +449,22 @@ fn short_function(signature: &str) -> Option<String> {
 /// for these.
 const SAME_CODE_IN_BOTH_APIS: &[u32] = &[2, 3, 46, 100, 101, 209, 700, 701, 702, 710, 716, 719];
 
+/// Whether a runtime that did not know an error's code printed a placeholder instead of its
+/// message: a PyTorch built against an older runtime prints `cuda runtime error (209) :
+/// unrecognized error code` for a missing kernel image.
+fn unnamed(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("unrecognized error code") || lower.contains("unknown error code")
+}
+
+/// The [`KNOWN`] error of a code that every API and CUDA release numbers the same.
+fn known_by_code(code: u32) -> Option<&'static (&'static str, &'static str, &'static str, u32)> {
+    SAME_CODE_IN_BOTH_APIS
+        .contains(&code)
+        .then(|| KNOWN.iter().find(|k| k.3 == code))
+        .flatten()
+}
+
 /// The runtime's message for an error code printed alone (`CUDA error 700` when it is unknown).
 fn message_of_code(code: &str) -> String {
     KNOWN
@@ -448,7 +474,8 @@ fn message_of_code(code: &str) -> String {
 }
 
 pub(super) fn cuda_error(message: &str, api: CudaApi, code: Option<u32>, name: Option<String>) -> EventKind {
-    let known = known_by_message(message);
+    let known =
+        known_by_message(message).or_else(|| code.filter(|_| unnamed(message)).and_then(known_by_code));
     EventKind::CudaError(CudaError {
         message: message.to_owned(),
         code: code.or(known.map(|k| k.3)),
@@ -610,11 +637,7 @@ fn driver_error(out: &mut Collector, line: &Line<'_>) {
     // numba names a result its own table lacks `UNKNOWN_CUDA_ERROR` and prints its number:
     // `CudaAPIError: [700] Call to cuCtxSynchronize results in UNKNOWN_CUDA_ERROR`.
     if let Some(c) = regex!(r"\[(?P<n>\d+)\] Call to cu\w+ results in UNKNOWN_CUDA_ERROR").captures(text) {
-        let known = c["n"]
-            .parse::<u32>()
-            .ok()
-            .filter(|n| SAME_CODE_IN_BOTH_APIS.contains(n))
-            .and_then(|n| KNOWN.iter().find(|k| k.3 == n));
+        let known = c["n"].parse::<u32>().ok().and_then(known_by_code);
         if let Some(k) = known {
             out.emit(
                 line,
@@ -692,6 +715,13 @@ fn device_count_error(out: &mut Collector, line: &Line<'_>) {
     };
     let code = c["code"].parse().ok();
     out.emit(line, cuda_error(c["msg"].trim(), CudaApi::Runtime, code, None));
+}
+
+fn bare_message_error(out: &mut Collector, line: &Line<'_>) {
+    let re = regex!(r#"(?:Error|Exception)(?:: |\()b?['"]?(?P<msg>[a-zA-Z -]+?)['"]?,?\)?\s*$"#);
+    if let Some(c) = re.captures(line.text) {
+        out.emit(line, cuda_error(&c["msg"], CudaApi::Runtime, None, None));
+    }
 }
 
 #[cfg(test)]
@@ -1087,6 +1117,57 @@ mod tests {
         assert!(
             found.iter().any(|k| matches!(k, EventKind::CudaError(e)
                 if e.code == Some(3) && e.message == "initialization error")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn an_error_code_the_old_runtime_could_not_name_is_named_by_its_number() {
+        let found = kinds(
+            "RuntimeError: cuda runtime error (209) : unrecognized error code at mmdet/ops/roi_align/src/roi_align_kernel.cu:139\n",
+        );
+        assert!(
+            found.iter().any(|k| matches!(k, EventKind::CudaError(e)
+                if e.code == Some(209) && e.name.as_deref() == Some("cudaErrorNoKernelImageForDevice"))),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_wrapper_raising_the_runtime_s_own_message_is_a_cuda_error() {
+        let found = kinds(
+            "[2016-03-06 01:25:19,012: ERROR/MainProcess] Task art.tasks.generate_art[8f03] raised unexpected: ValueError(b'initialization error',)\n",
+        );
+        assert!(
+            found.iter().any(|k| matches!(k, EventKind::CudaError(e)
+                if e.name.as_deref() == Some("cudaErrorInitializationError"))),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_message_that_only_begins_like_the_runtime_s_is_not_read() {
+        for log in [
+            "ValueError: initialization error in config file foo.yaml\n",
+            "nvidia-container-cli: initialization error: load library failed\n",
+            "MemoryError: out of memory\n",
+        ] {
+            let found = kinds(log);
+            assert!(
+                found.iter().all(|k| !matches!(k, EventKind::CudaError(_))),
+                "{log}: {found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_number_is_not_read_where_old_and_new_runtimes_number_differently() {
+        // Before CUDA 10.1 the runtime's 59 was a device-side assert, since then another error.
+        let found = kinds("RuntimeError: cuda runtime error (59) : unrecognized error code at x.cu:1\n");
+        assert!(
+            found
+                .iter()
+                .all(|k| !matches!(k, EventKind::CudaError(e) if e.name.is_some())),
             "{found:?}"
         );
     }
