@@ -23,7 +23,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |details: CUDA error \d+ |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
         handle: numbered_error,
     },
     Extractor {
@@ -341,7 +341,9 @@ fn is_host_assertion(text: &str, ext: Option<&str>) -> bool {
         return true;
     }
     let named_after = regex!(r"failed\.?\s+at \S+\.(?:c|cc|cpp|cxx|h|hpp)(?::\d+)?").is_match(text);
-    named_after || (text.contains("' failed") && !text.contains("block: ["))
+    // A kernel's line names its thread even where a paste or a translation garbled its block.
+    let kernel_grid = text.contains("block: [") || text.contains("thread: [");
+    named_after || (text.contains("' failed") && !kernel_grid)
 }
 
 /// torch's device-side assertion report (`TORCH_USE_CUDA_DSA` builds): a message line, then the
@@ -449,15 +451,10 @@ fn short_function(signature: &str) -> Option<String> {
 /// for these.
 const SAME_CODE_IN_BOTH_APIS: &[u32] = &[2, 3, 46, 100, 101, 209, 700, 701, 702, 710, 716, 719];
 
-/// Whether a runtime that did not know an error's code printed a placeholder instead of its
-/// message: a PyTorch built against an older runtime prints `cuda runtime error (209) :
-/// unrecognized error code` for a missing kernel image.
-fn unnamed(message: &str) -> bool {
-    let lower = message.to_ascii_lowercase();
-    lower.contains("unrecognized error code") || lower.contains("unknown error code")
-}
-
-/// The [`KNOWN`] error of a code that every API and CUDA release numbers the same.
+/// The [`KNOWN`] error of a code that every API and CUDA release numbers the same: it names an
+/// error whose message is not the runtime's (a PyTorch built against an older runtime prints
+/// `cuda runtime error (209) : unrecognized error code` for a missing kernel image; faiss's
+/// message may be retyped in a report).
 fn known_by_code(code: u32) -> Option<&'static (&'static str, &'static str, &'static str, u32)> {
     SAME_CODE_IN_BOTH_APIS
         .contains(&code)
@@ -474,8 +471,7 @@ fn message_of_code(code: &str) -> String {
 }
 
 pub(super) fn cuda_error(message: &str, api: CudaApi, code: Option<u32>, name: Option<String>) -> EventKind {
-    let known =
-        known_by_message(message).or_else(|| code.filter(|_| unnamed(message)).and_then(known_by_code));
+    let known = known_by_message(message).or_else(|| code.and_then(known_by_code));
     EventKind::CudaError(CudaError {
         message: message.to_owned(),
         code: code.or(known.map(|k| k.3)),
@@ -518,6 +514,9 @@ const NUMBERED: &[(&str, CudaApi)] = &[
         CudaApi::Legacy,
     ),
     (r"CUDA error \(?(?P<n>\d+)\)?: (?P<m>.+)$", CudaApi::Runtime),
+    // faiss's GPU asserts: `Faiss assertion 'err__ == cudaSuccess' failed in … at
+    // gpu/impl/L2Norm.cu:292; details: CUDA error 209 no kernel image is available …`
+    (r"details: CUDA error (?P<n>\d+) (?P<m>.+)$", CudaApi::Runtime),
     // ggml (llama.cpp, whisper.cpp): `CUDA error 2 at ggml-cuda.cu:5509: out of memory`
     (r"CUDA error (?P<n>\d+) at \S+:\d+: (?P<m>.+)$", CudaApi::Runtime),
     // Marian's CUDA_CHECK: `Error: CUDA error 999 'unknown error' - file.cu:54: cudaStreamSynchronize(0)`
@@ -1125,6 +1124,18 @@ mod tests {
     fn an_error_code_the_old_runtime_could_not_name_is_named_by_its_number() {
         let found = kinds(
             "RuntimeError: cuda runtime error (209) : unrecognized error code at mmdet/ops/roi_align/src/roi_align_kernel.cu:139\n",
+        );
+        assert!(
+            found.iter().any(|k| matches!(k, EventKind::CudaError(e)
+                if e.code == Some(209) && e.name.as_deref() == Some("cudaErrorNoKernelImageForDevice"))),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn faiss_details_name_the_error_by_its_code_even_when_the_message_was_retyped() {
+        let found = kinds(
+            "Faiss assertion 'err__ == cudaSuccess' failed in void faiss::gpu::runL2Norm() at gpu/impl/L2Norm.cu:292; details: CUDA error 209 not kernel image is available for execution on the device\n",
         );
         assert!(
             found.iter().any(|k| matches!(k, EventKind::CudaError(e)

@@ -9,7 +9,7 @@ const FIGURE_WINDOW: u64 = 4;
 
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
-        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|Out of GPU memory|Out of memory on device|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes|memory allocation failed with OOM on device \d+|Available memory of \d+ is smaller than requested bytes of \d+|Failed to allocate memory for requested buffer of size \d+",
+        trigger: r"(?i)(?:CUDA|HIP|MPS|XPU) (?:backend )?out of memory|Out of GPU memory|Out of memory on device|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUDA error: out of memory|(?:error=2|\(2\)) : out of memory|would exceed allowed memory|OOM when allocating tensor|(?:RESOURCE_EXHAUSTED|Resource exhausted): Out(?: of memory|\s*$)|DefaultCPUAllocator: (?:can't|not enough memory)|cudaMalloc(?: retry)? failed: out of memory|(?i:out of memory to allocate \d+ bytes)|Out of memory allocating [\d,]+ bytes|memory allocation failed with OOM on device \d+|Available memory of \d+ is smaller than requested bytes of \d+|Failed to allocate memory for requested buffer of size \d+|ResourceExhaustedError: failed to allocate memory",
         handle: report,
     },
     Extractor {
@@ -44,11 +44,12 @@ fn report(out: &mut Collector, line: &Line<'_>) {
 /// The memory of a report in a wording that XLA and TensorFlow print for every device (`RESOURCE_
 /// EXHAUSTED: Out of memory allocating … bytes`, `OOM when allocating tensor …`), and ONNX
 /// Runtime's arena, which serves the CPU provider as well as the CUDA one (`Available memory of 0
-/// is smaller than requested bytes of …`), and MATLAB's `Out of memory on device.` (its advice
+/// is smaller than requested bytes of …`), TensorFlow's eager `ResourceExhaustedError: failed to
+/// allocate memory [Op:AddV2]`, and MATLAB's `Out of memory on device.` (its advice
 /// names the GPU): the device the line names, else unspecified. `None` for the other wordings, which are the GPU's (CuPy's `Out
 /// of memory allocating 255,688,704 bytes (allocated so far: …)` among them).
 fn device_of_agnostic_wording(text: &str) -> Option<MemoryKind> {
-    let agnostic = regex!(r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out|OOM when allocating tensor|Out of memory on device|Out of memory allocating \d+ bytes|Available memory of \d+ is smaller than requested bytes|Failed to allocate memory for requested buffer of size")
+    let agnostic = regex!(r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out|OOM when allocating tensor|Out of memory on device|Out of memory allocating \d+ bytes|Available memory of \d+ is smaller than requested bytes|Failed to allocate memory for requested buffer of size|ResourceExhaustedError: failed to allocate memory")
         .is_match(text)
         && !text.contains("allocated so far");
     if !agnostic {
@@ -380,6 +381,9 @@ mod tests {
         let o = oom(
             "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating 124867611608 bytes.",
         );
+        assert_eq!(o.memory, Some(MemoryKind::Unspecified));
+        // TensorFlow's eager mode names the op, not the device.
+        let o = oom("ResourceExhaustedError: failed to allocate memory [Op:AddV2]");
         assert_eq!(o.memory, Some(MemoryKind::Unspecified));
         let o = oom(
             "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 2.00GiB on GPU 0 (BFC allocator)",
