@@ -2,13 +2,19 @@
 
 /// Copies `s` into `out` without ANSI escape sequences (CSI, OSC, two-byte escapes), orphaned SGR
 /// codes whose escape byte was lost in a copy-paste (`[36m`, `[0m`, `[0K`), and control characters
-/// other than tab; a copy's substitutes (no-break spaces, curly quotes, HTML entities: see
-/// [`super::typography`]) become the characters the program printed. Returns whether any NUL or
+/// other than tab; a copy's substitutes (no-break spaces, curly quotes, HTML entities, Markdown's
+/// bold markers: see [`super::typography`]) become the characters the program printed. Returns whether any NUL or
 /// other control character (not an escape sequence) was removed.
 pub(super) fn clean_into(s: &str, out: &mut String) -> bool {
     let mut removed_control = false;
+    let bold = super::typography::bold_markers(s.as_bytes());
+    let mut bold = bold.iter().peekable();
     let mut chars = s.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
+        if bold.next_if(|&&at| at == i).is_some() {
+            chars.next(); // the marker's second `*`
+            continue;
+        }
         match c {
             '\x1b' => skip_escape(&mut chars),
             '[' => match orphan_sgr_len(&s.as_bytes()[i..]) {

@@ -63,14 +63,15 @@ pub fn needs_full_normalization(raw: &[u8]) -> bool {
     // One cheap pass over the bytes first: most lines hold no byte that could start either. It
     // has no early exit, so that it compiles to vector instructions (4x faster on log lines).
     let suspicious = raw.iter().fold(false, |seen, &b| {
-        seen | (b < 0x20) | (b == 0x7f) | (b == 0xC2) | (b == 0xE2) | (b == b'&')
+        seen | (b < 0x20) | (b == 0x7f) | (b == 0xC2) | (b == 0xE2) | (b == b'&') | (b == b'*')
     });
     let control = suspicious
         && (raw.iter().any(|&b| (b < 0x20 && b != b'\t' && b != b'\r') || b == 0x7f)
             // C1 control characters (U+0080 to U+009F) are removed too.
             || memchr::memchr_iter(0xC2, raw)
                 .any(|i| raw.get(i + 1).is_some_and(|b| (0x80..=0x9F).contains(b)))
-            // and a copy's substitutes (no-break spaces, curly quotes, HTML entities) read back
+            // and a copy's substitutes (no-break spaces, curly quotes, HTML entities, Markdown's
+            // bold markers) read back
             || typography::present(raw));
     control || ansi::has_orphan_sgr(raw)
 }
@@ -138,6 +139,18 @@ mod tests {
         let line = n.normalize(7, raw.as_bytes());
         assert_eq!(line.number, 7);
         (line.text.to_owned(), line.meta)
+    }
+
+    #[test]
+    fn markdown_bold_a_reporter_added_is_dropped_and_python_s_double_star_kept() {
+        let (text, _) =
+            norm("RuntimeError: Expected object of scalar type **Double** but got scalar type **Float**");
+        assert_eq!(
+            text,
+            "RuntimeError: Expected object of scalar type Double but got scalar type Float"
+        );
+        let (text, _) = norm("    return func(*args, **kwargs)");
+        assert_eq!(text, "    return func(*args, **kwargs)");
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |details: CUDA error \d+ |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |details: CUDA error \d+ |CUDA error !+ <|Gpu API call \(|\(-217:Gpu API call\) |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
         handle: numbered_error,
     },
     Extractor {
@@ -514,6 +514,15 @@ const NUMBERED: &[(&str, CudaApi)] = &[
         CudaApi::Legacy,
     ),
     (r"CUDA error \(?(?P<n>\d+)\)?: (?P<m>.+)$", CudaApi::Runtime),
+    // SPECFEM's check: `CUDA error !!!!! <out of memory> !!!!!`
+    (r"CUDA error !+ <(?P<m>[^>]+)> !+", CudaApi::Runtime),
+    // OpenCV's CUDA module: `OpenCV Error: Gpu API call (unknown error) in allocate, file …` and,
+    // since OpenCV 3.4, `error: (-217:Gpu API call) unknown error in function 'allocate'`
+    (r"Gpu API call \((?P<m>[^)]+)\) in \w", CudaApi::Runtime),
+    (
+        r"\(-217:Gpu API call\) (?P<m>.+?) in function\b",
+        CudaApi::Runtime,
+    ),
     // faiss's GPU asserts: `Faiss assertion 'err__ == cudaSuccess' failed in … at
     // gpu/impl/L2Norm.cu:292; details: CUDA error 209 no kernel image is available …`
     (r"details: CUDA error (?P<n>\d+) (?P<m>.+)$", CudaApi::Runtime),
@@ -1142,6 +1151,32 @@ mod tests {
                 if e.code == Some(209) && e.name.as_deref() == Some("cudaErrorNoKernelImageForDevice"))),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn opencv_and_specfem_report_the_runtime_s_message_in_their_own_frames() {
+        for (log, name) in [
+            (
+                "OpenCV Error: Gpu API call (unknown error) in allocate, file /opencv/modules/core/src/cuda/gpu_mat.cu, line 116\n",
+                "cudaErrorUnknown",
+            ),
+            (
+                "cv2.error: OpenCV(4.5.1) /opencv/modules/core/src/cuda/gpu_mat.cu:116: error: (-217:Gpu API call) out of memory in function 'allocate'\n",
+                "cudaErrorMemoryAllocation",
+            ),
+            (
+                "CUDA error !!!!! <out of memory> !!!!! \n",
+                "cudaErrorMemoryAllocation",
+            ),
+        ] {
+            let found = kinds(log);
+            assert!(
+                found
+                    .iter()
+                    .any(|k| matches!(k, EventKind::CudaError(e) if e.name.as_deref() == Some(name))),
+                "{log}: {found:?}"
+            );
+        }
     }
 
     #[test]
