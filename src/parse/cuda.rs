@@ -451,15 +451,34 @@ fn short_function(signature: &str) -> Option<String> {
 /// for these.
 const SAME_CODE_IN_BOTH_APIS: &[u32] = &[2, 3, 46, 100, 101, 209, 700, 701, 702, 710, 716, 719];
 
-/// The [`KNOWN`] error of a code that every API and CUDA release numbers the same: it names an
-/// error whose message is not the runtime's (a PyTorch built against an older runtime prints
-/// `cuda runtime error (209) : unrecognized error code` for a missing kernel image; faiss's
-/// message may be retyped in a report).
+/// The [`KNOWN`] error of a code that every API and CUDA release numbers the same.
 fn known_by_code(code: u32) -> Option<&'static (&'static str, &'static str, &'static str, u32)> {
     SAME_CODE_IN_BOTH_APIS
         .contains(&code)
         .then(|| KNOWN.iter().find(|k| k.3 == code))
         .flatten()
+}
+
+/// Whether a message stands in for one the runtime had no text for: a PyTorch built against an
+/// older runtime prints `cuda runtime error (209) : unrecognized error code` for a missing kernel
+/// image.
+fn is_placeholder(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("unrecognized error code") || lower.contains("unknown error code")
+}
+
+/// Whether a message that is not the runtime's holds most words of the error its code names (a
+/// report retyped by hand: faiss's `CUDA error 209 not kernel image is available …`). A message of
+/// another library printed with its own number in the same frame (`CUDA error 3:
+/// CUBLAS_STATUS_ALLOC_FAILED`) does not, and its number is not read as CUDA's.
+fn resembles(message: &str, fragment: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    let words: Vec<&str> = fragment.split_whitespace().collect();
+    let present = words
+        .iter()
+        .filter(|w| lower.contains(&w.to_ascii_lowercase()))
+        .count();
+    present * 4 >= words.len() * 3
 }
 
 /// The runtime's message for an error code printed alone (`CUDA error 700` when it is unknown).
@@ -471,7 +490,10 @@ fn message_of_code(code: &str) -> String {
 }
 
 pub(super) fn cuda_error(message: &str, api: CudaApi, code: Option<u32>, name: Option<String>) -> EventKind {
-    let known = known_by_message(message).or_else(|| code.and_then(known_by_code));
+    let known = known_by_message(message).or_else(|| {
+        code.and_then(known_by_code)
+            .filter(|k| is_placeholder(message) || resembles(message, k.0))
+    });
     EventKind::CudaError(CudaError {
         message: message.to_owned(),
         code: code.or(known.map(|k| k.3)),
@@ -1204,6 +1226,18 @@ mod tests {
                 "{log}: {found:?}"
             );
         }
+    }
+
+    #[test]
+    fn another_library_s_status_printed_with_its_own_number_is_not_read_as_cuda_s() {
+        // cuBLAS's ALLOC_FAILED is 3, CUDA's 3 is an initialization error.
+        let found = kinds("CUDA error 3: CUBLAS_STATUS_ALLOC_FAILED in gemm\n");
+        assert!(
+            found
+                .iter()
+                .all(|k| !matches!(k, EventKind::CudaError(e) if e.name.is_some())),
+            "{found:?}"
+        );
     }
 
     #[test]
