@@ -3,8 +3,8 @@
 /// Copies `s` into `out` without ANSI escape sequences (CSI, OSC, two-byte escapes), orphaned SGR
 /// codes whose escape byte was lost in a copy-paste (`[36m`, `[0m`, `[0K`), and control characters
 /// other than tab; a copy's substitutes (no-break spaces, curly quotes, HTML entities, Markdown's
-/// bold markers: see [`super::typography`]) become the characters the program printed. Returns whether any NUL or
-/// other control character (not an escape sequence) was removed.
+/// bold markers: see [`super::typography`]) become the characters the program printed. Returns
+/// whether any NUL or other control character (not an escape sequence) was removed.
 pub(super) fn clean_into(s: &str, out: &mut String) -> bool {
     let mut removed_control = false;
     let bold = super::typography::bold_markers(s.as_bytes());
