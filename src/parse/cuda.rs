@@ -1151,33 +1151,41 @@ mod tests {
         );
     }
 
+    /// The names of the CUDA errors found in `log`, in order (`None` where none was known).
+    fn cuda_error_names(log: &str) -> Vec<Option<String>> {
+        cuda_errors(log).into_iter().map(|e| e.name).collect()
+    }
+
     #[test]
-    fn an_error_code_the_old_runtime_could_not_name_is_named_by_its_number() {
-        let found = kinds(
+    fn a_code_names_its_error_where_the_message_is_a_placeholder_or_was_retyped() {
+        for log in [
             "RuntimeError: cuda runtime error (209) : unrecognized error code at mmdet/ops/roi_align/src/roi_align_kernel.cu:139\n",
-        );
-        assert!(
-            found.iter().any(|k| matches!(k, EventKind::CudaError(e)
-                if e.code == Some(209) && e.name.as_deref() == Some("cudaErrorNoKernelImageForDevice"))),
-            "{found:?}"
-        );
-    }
-
-    #[test]
-    fn faiss_details_name_the_error_by_its_code_even_when_the_message_was_retyped() {
-        let found = kinds(
             "Faiss assertion 'err__ == cudaSuccess' failed in void faiss::gpu::runL2Norm() at gpu/impl/L2Norm.cu:292; details: CUDA error 209 not kernel image is available for execution on the device\n",
-        );
+        ] {
+            let name = Some("cudaErrorNoKernelImageForDevice".to_owned());
+            assert!(
+                cuda_error_names(log).contains(&name),
+                "{log}: {:?}",
+                cuda_errors(log)
+            );
+        }
+    }
+
+    #[test]
+    fn another_library_s_status_printed_with_its_own_number_is_not_read_as_cuda_s() {
+        // cuBLAS's ALLOC_FAILED is 3, CUDA's 3 is an initialization error.
+        let log = "CUDA error 3: CUBLAS_STATUS_ALLOC_FAILED in gemm\n";
         assert!(
-            found.iter().any(|k| matches!(k, EventKind::CudaError(e)
-                if e.code == Some(209) && e.name.as_deref() == Some("cudaErrorNoKernelImageForDevice"))),
-            "{found:?}"
+            cuda_error_names(log).iter().all(Option::is_none),
+            "{:?}",
+            cuda_errors(log)
         );
     }
 
     #[test]
-    fn opencv_and_specfem_report_the_runtime_s_message_in_their_own_frames() {
+    fn runtime_messages_in_other_programs_frames_are_cuda_errors() {
         for (log, name) in [
+            // OpenCV's CUDA module, before and since 3.4
             (
                 "OpenCV Error: Gpu API call (unknown error) in allocate, file /opencv/modules/core/src/cuda/gpu_mat.cu, line 116\n",
                 "cudaErrorUnknown",
@@ -1186,31 +1194,20 @@ mod tests {
                 "cv2.error: OpenCV(4.5.1) /opencv/modules/core/src/cuda/gpu_mat.cu:116: error: (-217:Gpu API call) out of memory in function 'allocate'\n",
                 "cudaErrorMemoryAllocation",
             ),
+            // SPECFEM
             (
                 "CUDA error !!!!! <out of memory> !!!!! \n",
                 "cudaErrorMemoryAllocation",
             ),
+            // a wrapper raising cudaGetErrorString's text, in a Celery task's report
+            (
+                "[2016-03-06 01:25:19,012: ERROR/MainProcess] Task art.tasks.generate_art[8f03] raised unexpected: ValueError(b'initialization error',)\n",
+                "cudaErrorInitializationError",
+            ),
         ] {
-            let found = kinds(log);
-            assert!(
-                found
-                    .iter()
-                    .any(|k| matches!(k, EventKind::CudaError(e) if e.name.as_deref() == Some(name))),
-                "{log}: {found:?}"
-            );
+            let names = cuda_error_names(log);
+            assert!(names.contains(&Some(name.to_owned())), "{log}: {names:?}");
         }
-    }
-
-    #[test]
-    fn a_wrapper_raising_the_runtime_s_own_message_is_a_cuda_error() {
-        let found = kinds(
-            "[2016-03-06 01:25:19,012: ERROR/MainProcess] Task art.tasks.generate_art[8f03] raised unexpected: ValueError(b'initialization error',)\n",
-        );
-        assert!(
-            found.iter().any(|k| matches!(k, EventKind::CudaError(e)
-                if e.name.as_deref() == Some("cudaErrorInitializationError"))),
-            "{found:?}"
-        );
     }
 
     #[test]
@@ -1220,35 +1217,18 @@ mod tests {
             "nvidia-container-cli: initialization error: load library failed\n",
             "MemoryError: out of memory\n",
         ] {
-            let found = kinds(log);
-            assert!(
-                found.iter().all(|k| !matches!(k, EventKind::CudaError(_))),
-                "{log}: {found:?}"
-            );
+            assert_eq!(cuda_errors(log), vec![], "{log}");
         }
-    }
-
-    #[test]
-    fn another_library_s_status_printed_with_its_own_number_is_not_read_as_cuda_s() {
-        // cuBLAS's ALLOC_FAILED is 3, CUDA's 3 is an initialization error.
-        let found = kinds("CUDA error 3: CUBLAS_STATUS_ALLOC_FAILED in gemm\n");
-        assert!(
-            found
-                .iter()
-                .all(|k| !matches!(k, EventKind::CudaError(e) if e.name.is_some())),
-            "{found:?}"
-        );
     }
 
     #[test]
     fn a_number_is_not_read_where_old_and_new_runtimes_number_differently() {
         // Before CUDA 10.1 the runtime's 59 was a device-side assert, since then another error.
-        let found = kinds("RuntimeError: cuda runtime error (59) : unrecognized error code at x.cu:1\n");
+        let log = "RuntimeError: cuda runtime error (59) : unrecognized error code at x.cu:1\n";
         assert!(
-            found
-                .iter()
-                .all(|k| !matches!(k, EventKind::CudaError(e) if e.name.is_some())),
-            "{found:?}"
+            cuda_error_names(log).iter().all(Option::is_none),
+            "{:?}",
+            cuda_errors(log)
         );
     }
 
