@@ -23,7 +23,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |details: CUDA error \d+ |CUDA error !+ <|Gpu API call \(|\(-217:Gpu API call\) |CUDA error \d+ at |CUDA error \d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |details: CUDA error \d+ |CUDA error !+ <|Gpu API call \(|\(-217:Gpu API call\) |CUDA error \d+ at |CUDA error \d+ '|CUDA error \S+:\d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
         handle: numbered_error,
     },
     Extractor {
@@ -552,6 +552,9 @@ const NUMBERED: &[(&str, CudaApi)] = &[
     (r"CUDA error (?P<n>\d+) at \S+:\d+: (?P<m>.+)$", CudaApi::Runtime),
     // Marian's CUDA_CHECK: `Error: CUDA error 999 'unknown error' - file.cu:54: cudaStreamSynchronize(0)`
     (r"CUDA error (?P<n>\d+) '(?P<m>[^']+)'", CudaApi::Runtime),
+    // DeepEP's check, the place then the message: `Failed: CUDA error
+    // /root/DeepEP/csrc/kernels/layout.cu:138 'unknown error'`
+    (r"CUDA error \S+:\d+ '(?P<m>[^']+)'", CudaApi::Runtime),
     (r"HIP error: (?P<m>.+)$", CudaApi::Runtime),
     // Caffe's CHECK: the code, then (usually) the message
     (
@@ -1198,6 +1201,11 @@ mod tests {
             (
                 "CUDA error !!!!! <out of memory> !!!!! \n",
                 "cudaErrorMemoryAllocation",
+            ),
+            // DeepEP
+            (
+                "RuntimeError: Failed: CUDA error /root/DeepEP/csrc/kernels/layout.cu:138 'unknown error'\n",
+                "cudaErrorUnknown",
             ),
             // a wrapper raising cudaGetErrorString's text, in a Celery task's report
             (
