@@ -92,7 +92,11 @@ pub(super) fn present(raw: &[u8]) -> bool {
                     .is_some_and(|b| matches!(b, 0x87 | 0x89 | 0xAF | 0x98 | 0x99 | 0x9C | 0x9D))
         })
         || memchr::memchr_iter(b'&', raw).any(|i| entity(&raw[i..]).is_some())
-        || (memchr::memmem::find(raw, b"**").is_some() && !bold_markers(raw).is_empty())
+}
+
+/// Whether `raw` holds Markdown's bold markers around a span ([`bold_markers`]).
+pub(super) fn has_bold(raw: &[u8]) -> bool {
+    memchr::memmem::find(raw, b"**").is_some() && !bold_markers(raw).is_empty()
 }
 
 #[cfg(test)]
@@ -118,7 +122,7 @@ mod tests {
     fn bold_markers_are_found_around_a_span_and_nowhere_else() {
         let line = b"Expected object of scalar type **Double** but got scalar type **Float** for";
         assert_eq!(bold_markers(line), vec![31, 39, 62, 69]);
-        assert!(present(line));
+        assert!(has_bold(line));
         for plain in [
             "    return func(*args, **kwargs)",
             "    y = x**2 + z**2",
@@ -127,7 +131,7 @@ mod tests {
             "**kwargs",
         ] {
             assert_eq!(bold_markers(plain.as_bytes()), Vec::<usize>::new(), "{plain}");
-            assert!(!present(plain.as_bytes()), "{plain}");
+            assert!(!has_bold(plain.as_bytes()), "{plain}");
         }
         assert_eq!(bold_markers(b"**Node ID:** 5"), vec![0, 10]);
     }
