@@ -473,12 +473,12 @@ fn is_placeholder(message: &str) -> bool {
 /// CUBLAS_STATUS_ALLOC_FAILED`) does not, and its number is not read as CUDA's.
 fn resembles(message: &str, fragment: &str) -> bool {
     let lower = message.to_ascii_lowercase();
-    let words: Vec<&str> = fragment.split_whitespace().collect();
-    let present = words
-        .iter()
-        .filter(|w| lower.contains(&w.to_ascii_lowercase()))
-        .count();
-    present * 4 >= words.len() * 3
+    let (mut words, mut present) = (0, 0);
+    for word in fragment.split_whitespace() {
+        words += 1;
+        present += usize::from(lower.contains(&word.to_ascii_lowercase()));
+    }
+    present * 4 >= words * 3
 }
 
 /// The runtime's message for an error code printed alone (`CUDA error 700` when it is unknown).
@@ -751,6 +751,7 @@ fn device_count_error(out: &mut Collector, line: &Line<'_>) {
 }
 
 fn bare_message_error(out: &mut Collector, line: &Line<'_>) {
+    // The trigger ([`BARE_MESSAGE`]) admits only the runtime's own strings; this reads which one.
     let re = regex!(r#"(?:Error|Exception)(?:: |\()b?['"]?(?P<msg>[a-zA-Z -]+?)['"]?,?\)?\s*$"#);
     if let Some(c) = re.captures(line.text) {
         out.emit(line, cuda_error(&c["msg"], CudaApi::Runtime, None, None));
