@@ -471,6 +471,9 @@ pub struct OomReport {
     /// "Process N has X memory in use" (whole process, non-PyTorch memory included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_bytes: Option<u64>,
+    /// "X allowed": the process's cap, printed when `set_per_process_memory_fraction` set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_bytes: Option<u64>,
     /// The first line of the report as printed.
     pub message: String,
 }

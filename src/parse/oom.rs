@@ -119,6 +119,8 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
     let unallocated = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) is reserved by PyTorch but unallocated");
     let process =
         regex!(r"(?:Process \d+ has|this process has) (?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) memory in use");
+    // the cap of `torch.cuda.set_per_process_memory_fraction`: `… memory in use. 1.40 GiB allowed;`
+    let allowed = regex!(r"(?P<v>[\d.]+ ?(?:[KMGTP]i?B|bytes)) allowed;");
     let either = |re: &regex::Regex| size("v", re).or_else(|| size("w", re));
 
     oom.tried_bytes = oom.tried_bytes.or_else(|| size("v", tried)).or_else(|| {
@@ -152,6 +154,7 @@ fn fill_figures(oom: &mut OomReport, text: &str) {
         }
     }
     oom.process_bytes = oom.process_bytes.or_else(|| size("v", process));
+    oom.allowed_bytes = oom.allowed_bytes.or_else(|| size("v", allowed));
     if let Some(c) = async_figure.captures(text) {
         let value = parse_size(&c["v"]);
         let slot = match &c["k"] {
@@ -243,6 +246,16 @@ mod tests {
         assert_eq!(o.allocated_bytes, gib(9.83));
         assert_eq!(o.reserved_unallocated_bytes, gib(9.20));
         assert!(o.message.starts_with("torch.OutOfMemoryError"));
+    }
+
+    #[test]
+    fn a_process_capped_by_a_memory_fraction_reports_its_cap() {
+        let o = oom(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 139.80 GiB of which 139.22 GiB is free. Including non-PyTorch memory, this process has 584.00 MiB memory in use. 1.40 GiB allowed; Of the allocated memory 65.02 MiB is allocated by PyTorch, and 1008.00 KiB is reserved by PyTorch but unallocated.",
+        );
+        assert_eq!(o.allowed_bytes, gib(1.40));
+        assert_eq!(o.free_bytes, gib(139.22));
+        assert_eq!(o.process_bytes, Some(584 * MIB));
     }
 
     #[test]

@@ -427,6 +427,7 @@ fn oom_captures(o: &OomReport, put: &mut impl FnMut(&str, String)) {
         ("oom_reserved", o.reserved_bytes),
         ("oom_reserved_unallocated", o.reserved_unallocated_bytes),
         ("oom_process", o.process_bytes),
+        ("oom_allowed", o.allowed_bytes),
     ];
     for (k, v) in figures {
         if let Some(v) = v {

@@ -21,6 +21,8 @@ pub enum Figure {
     ReservedUnallocated,
     /// Memory of the whole process.
     Process,
+    /// The process's cap (a memory fraction).
+    Allowed,
 }
 
 impl Figure {
@@ -33,6 +35,7 @@ impl Figure {
             "reserved" => Self::Reserved,
             "reserved_unallocated" => Self::ReservedUnallocated,
             "process" => Self::Process,
+            "allowed" => Self::Allowed,
             _ => return None,
         })
     }
@@ -46,6 +49,7 @@ impl Figure {
             Self::Reserved => oom.reserved_bytes,
             Self::ReservedUnallocated => oom.reserved_unallocated_bytes,
             Self::Process => oom.process_bytes,
+            Self::Allowed => oom.allowed_bytes,
         }
     }
 }
@@ -114,7 +118,7 @@ pub struct OomCompare {
 /// What is wrong with a comparison.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "bad comparison {0:?}: write `SUM OP SUM`, each SUM made of `FIGURE`, `NUMBER * FIGURE` or `SIZE` terms joined by +, with figures tried, total, allocated, free, reserved, reserved_unallocated, process and OP one of > >= < <="
+    "bad comparison {0:?}: write `SUM OP SUM`, each SUM made of `FIGURE`, `NUMBER * FIGURE` or `SIZE` terms joined by +, with figures tried, total, allocated, free, reserved, reserved_unallocated, process, allowed and OP one of > >= < <="
 )]
 pub struct OomCompareError(String);
 
