@@ -15,7 +15,10 @@ and (``hf_*``) encoder-decoder and decoder-only Hugging Face steps past their ta
 past the vocabulary, BART / GPT-2 / OPT / LED inputs past their positions, labels padded with
 vocab_size, a token type past type_vocab_size. Their CPU twins, with the CPU's wording, are the
 fixtures of ``tests/fixtures/replay`` (its ``generate.py``): each ``hf_*`` step should get the
-verdicts listed in its README, on the GPU and on the CPU.
+verdicts listed in its README, on the GPU and on the CPU. The last steps are failures whose
+wording only a GPU prints (a sampling kernel's assert, a memory-fraction cap, index_put / scatter /
+one_hot asserts, Triton kernels reading past their input, two NCCL ranks on one GPU), kept so
+that a newer torch's wording is checked against the rules.
 Nothing here is downloaded: the Hugging Face model is built from a small config.
 """
 
@@ -286,6 +289,154 @@ def hf_led_encoder_past_its_positions(out):
         _hf_step(model, batch)
 
 
+# CUDA-only wordings: failures whose message only a GPU prints (a kernel's assertion, the
+# allocator's figures, the driver's and NCCL's statuses), kept so that a newer torch's wording is
+# checked against the rules (tests/device_logs.rs).
+
+
+def multinomial_with_nan_probabilities(out):
+    """Sampling from float16 logits that overflowed: softmax gives NaN rows and the CUDA
+    multinomial kernel asserts; the error surfaces at the next synchronizing call."""
+    torch.manual_seed(6)
+    batch = {"logits": torch.randn(4, 50)}
+    with capture(batch, path=out, only_cuda=False):
+        logits = batch["logits"].to(CUDA).half() * 1e5
+        probs = torch.softmax(logits, dim=-1)
+        tokens = torch.multinomial(probs, 1)
+        print(tokens.tolist())
+
+
+def device_index_past_the_gpus(out):
+    """A device index written for a bigger machine: ``cuda:N`` with N GPUs visible."""
+    model = nn.Linear(16, 4)
+    batch = {"x": torch.randn(8, 16)}
+    with capture(batch, path=out, only_cuda=False):
+        model.to(f"cuda:{torch.cuda.device_count()}")
+        print(model(batch["x"]).sum().item())
+
+
+def memory_capped_by_fraction(out):
+    """A process capped at 1 % of the card (set_per_process_memory_fraction) asking for 4 GiB."""
+    torch.cuda.set_per_process_memory_fraction(0.01)
+    model = nn.Linear(4096, 4096).to(CUDA)
+    batch = {"x": torch.randn(64, 4096)}
+    with capture(batch, path=out, only_cuda=False):
+        x = batch["x"].to(CUDA).repeat(4096, 1)
+        print(model(x).sum().item())
+
+
+def activations_that_fill_the_card(out):
+    """Activations kept step after step until the card is full, with expandable segments on
+    (PYTORCH_CUDA_ALLOC_CONF, set before the first allocation): the allocator's figures when the
+    card itself is exhausted."""
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    model = nn.Linear(4096, 4096).to(CUDA)
+    batch = {"x": torch.randn(256, 4096)}
+    with capture(batch, path=out, only_cuda=False):
+        kept = []
+        x = batch["x"].to(CUDA)
+        while True:
+            kept.append(torch.empty(1 << 29, 4, device=CUDA))
+            kept.append(model(x))
+
+
+def index_put_past_the_end(out):
+    """Seen tokens marked in a per-row mask by ids that include the vocabulary size."""
+    batch = {"token_ids": torch.randint(0, 100, (4, 20))}
+    batch["token_ids"][1, 3] = 100
+    with capture(batch, path=out, params={"vocab_size": 100}):
+        ids = batch["token_ids"].to(CUDA)
+        seen = torch.zeros(4, 100, device=CUDA)
+        seen[torch.arange(4, device=CUDA).unsqueeze(1), ids] = 1.0
+        print(seen.sum().item())
+
+
+def scatter_add_past_the_classes(out):
+    """Per-class counts accumulated with scatter_add_ by labels that include a class the head lacks."""
+    batch = {"labels": torch.randint(0, 10, (64,))}
+    batch["labels"][17] = 10
+    with capture(batch, path=out, params={"num_classes": 10}):
+        labels = batch["labels"].to(CUDA)
+        counts = torch.zeros(10, device=CUDA).scatter_add_(0, labels, torch.ones(64, device=CUDA))
+        print(counts.tolist())
+
+
+def one_hot_past_num_classes(out):
+    """Segmentation-style one-hot targets from labels that include num_classes."""
+    batch = {"labels": torch.randint(0, 4, (32,))}
+    batch["labels"][5] = 4
+    with capture(batch, path=out, params={"num_classes": 4}):
+        print(F.one_hot(batch["labels"].to(CUDA), num_classes=4).sum().item())
+
+
+def embedding_ids_left_on_the_cpu(out):
+    """An embedding moved to the GPU, its token ids not."""
+    embed = nn.Embedding(100, 16).to(CUDA)
+    batch = {"input_ids": torch.randint(0, 100, (4, 8))}
+    with capture(batch, path=out, only_cuda=False):
+        print(embed(batch["input_ids"]).sum().item())
+
+
+def triton_kernel_offsets_overflowing_int32(out):
+    """A hand-written Triton kernel with a stride bug whose offsets overflow int32: the addresses
+    it loads from wrap out of the global address space."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def gather_rows(src, dst, stride, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(dst + offs, tl.load(src + offs * stride))
+
+    batch = {"x": torch.randn(1 << 20)}
+    with capture(batch, path=out, only_cuda=False):
+        src = batch["x"].to(CUDA)
+        dst = torch.empty_like(src)
+        gather_rows[(src.numel() // 1024,)](src, dst, 1_000_003, BLOCK=1024)
+        print(dst.sum().item())
+
+
+
+def triton_kernel_reading_past_its_buffer(out):
+    """The same stride bug, smaller: loads land up to 256 MiB past the input, in memory nothing
+    mapped (with a stride of 30_000, 7.8 GB past it, an H200 answered like the int32 case)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def gather_rows(src, dst, stride, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(dst + offs, tl.load(src + offs * stride))
+
+    batch = {"x": torch.randn(1 << 16)}
+    with capture(batch, path=out, only_cuda=False):
+        src = batch["x"].to(CUDA)
+        dst = torch.empty_like(src)
+        gather_rows[(src.numel() // 1024,)](src, dst, 1024, BLOCK=1024)
+        print(dst.sum().item())
+
+def _nccl_rank(rank, world):
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    dist.init_process_group("nccl", rank=rank, world_size=world, timeout=timedelta(seconds=20))
+    t = torch.ones(4, device="cuda:0")
+    dist.all_reduce(t)
+    torch.cuda.synchronize()
+    print(f"rank {rank}: {t.tolist()}")
+
+
+def nccl_two_ranks_on_one_gpu(out):
+    """Two ranks of one job both put on cuda:0 (LOCAL_RANK ignored): NCCL's communicator refuses
+    them, or they wait out the collective's timeout."""
+    import torch.multiprocessing as mp
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29531")
+    mp.spawn(_nccl_rank, args=(2,), nprocs=2)
+
+
 CASES = {f.__name__: f for f in [
     classifier_labels_out_of_range,
     nll_labels_out_of_range_blocking,
@@ -306,6 +457,17 @@ CASES = {f.__name__: f for f in [
     hf_opt_past_its_positions,
     hf_bert_token_type_past_type_vocab_size,
     hf_led_encoder_past_its_positions,
+    multinomial_with_nan_probabilities,
+    device_index_past_the_gpus,
+    memory_capped_by_fraction,
+    activations_that_fill_the_card,
+    index_put_past_the_end,
+    scatter_add_past_the_classes,
+    one_hot_past_num_classes,
+    embedding_ids_left_on_the_cpu,
+    triton_kernel_offsets_overflowing_int32,
+    triton_kernel_reading_past_its_buffer,
+    nccl_two_ranks_on_one_gpu,
 ]}
 
 
