@@ -27,7 +27,7 @@ fn diagnose(case: &str) -> Diagnosis {
 }
 
 /// Every log, the class, rule and confidence of its root cause.
-const DIAGNOSES: [(&str, &str, &str, Confidence); 30] = [
+const DIAGNOSES: [(&str, &str, &str, Confidence); 32] = [
     (
         "classifier_labels_out_of_range",
         "cuda.device_assert.target",
@@ -211,6 +211,19 @@ const DIAGNOSES: [(&str, &str, &str, Confidence); 30] = [
         "nccl.invalid_usage",
         High,
     ),
+    // the library that starts up after the assert fails too: its finding is a symptom
+    (
+        "assert_then_first_convolution",
+        "cuda.device_assert.index",
+        "assert.index_kernel",
+        High,
+    ),
+    (
+        "assert_then_first_matmul",
+        "cuda.device_assert.index",
+        "assert.index_kernel",
+        High,
+    ),
 ];
 
 #[test]
@@ -253,7 +266,7 @@ fn every_log_in_the_folder_has_its_expected_diagnosis() {
 
 /// Every snapshot, the start of what confirms the root cause, and the checks that may confirm
 /// a cause of any finding (the values at fault fail them; a check about other values must not).
-const CONFIRMATIONS: [(&str, &str, &[&str]); 16] = [
+const CONFIRMATIONS: [(&str, &str, &[&str]); 18] = [
     (
         "classifier_labels_out_of_range",
         "labels[3] = 2 >= num_classes = 2 (2 of 64 values out of range",
@@ -334,6 +347,16 @@ const CONFIRMATIONS: [(&str, &str, &[&str]); 16] = [
         "labels[5] = 4 >= num_classes = 4 (1 of 32 values out of range",
         &["index_bounds", "target_bounds"],
     ),
+    (
+        "assert_then_first_convolution",
+        "labels[3] = 12 >= num_classes = 10 (1 of 16 values out of range",
+        &["index_bounds", "target_bounds"],
+    ),
+    (
+        "assert_then_first_matmul",
+        "labels[5] = 10 >= num_classes = 10 (1 of 16 values out of range",
+        &["index_bounds", "target_bounds"],
+    ),
 ];
 
 /// A cause whose check other causes of its finding share is `consistent` with the confirmed
@@ -409,4 +432,28 @@ fn a_snapshot_whose_tensor_no_check_knows_is_inconclusive_not_refuted() {
         .map(|c| c.title.as_str())
         .collect();
     assert!(refuted.is_empty(), "refuted without the data: {refuted:?}");
+}
+
+/// After a kernel's assert the next library to start up fails in the broken context (torch 2.11
+/// on an H200: cuDNN says `CUDNN_STATUS_INTERNAL_ERROR`, cuBLAS `CUBLAS_STATUS_NOT_INITIALIZED
+/// when calling cublasCreate(handle)`): that finding is the assert's symptom, never a root.
+#[test]
+fn a_library_failing_after_a_kernel_assert_is_the_assert_s_symptom() {
+    for (case, library) in [
+        ("assert_then_first_convolution", "cudnn.status"),
+        ("assert_then_first_matmul", "cublas.not_initialized"),
+    ] {
+        let diagnosis = diagnose(case);
+        let finding = diagnosis
+            .findings
+            .iter()
+            .find(|f| f.class == library)
+            .unwrap_or_else(|| panic!("{case}: no {library} finding"));
+        assert_eq!(finding.role, Role::Symptom, "{case}");
+        assert_eq!(
+            finding.symptom_of.as_deref(),
+            Some("assert.index_kernel"),
+            "{case}"
+        );
+    }
 }

@@ -24,6 +24,7 @@ Nothing here is downloaded: the Hugging Face model is built from a small config.
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
 
@@ -415,6 +416,38 @@ def triton_kernel_reading_past_its_buffer(out):
         gather_rows[(src.numel() // 1024,)](src, dst, 1024, BLOCK=1024)
         print(dst.sum().item())
 
+
+# Cascades: a kernel that asserted leaves the CUDA context unusable, and the next library to
+# start up (cuDNN, cuBLAS) reports its own failure. The assertion lines above are the root.
+
+
+def assert_then_first_convolution(out):
+    """Labels past the classes picked with gather (the assert is reported later), then the
+    model's first convolution: cuDNN starts up in a context that is already broken."""
+    batch = {"labels": torch.randint(0, 10, (16,))}
+    batch["labels"][3] = 12
+    conv = nn.Conv2d(3, 8, 3).to(CUDA)
+    images = torch.randn(2, 3, 32, 32, device=CUDA)
+    scores = torch.randn(16, 10, device=CUDA)
+    with capture(batch, path=out, params={"num_classes": 10}):
+        picked = scores.gather(1, batch["labels"].to(CUDA).unsqueeze(1))
+        time.sleep(1)  # the host prepares the next batch; the kernel has asserted meanwhile
+        print(conv(images).sum().item() + picked.sum().item())
+
+
+def assert_then_first_matmul(out):
+    """The same assert, then the first matrix product: cuBLAS creates its handle in the broken
+    context."""
+    batch = {"labels": torch.randint(0, 10, (16,))}
+    batch["labels"][5] = 10
+    head = nn.Linear(64, 10).to(CUDA)
+    features = torch.randn(4, 64, device=CUDA)
+    scores = torch.randn(16, 10, device=CUDA)
+    with capture(batch, path=out, params={"num_classes": 10}):
+        picked = scores.gather(1, batch["labels"].to(CUDA).unsqueeze(1))
+        time.sleep(1)  # the host prepares the next batch; the kernel has asserted meanwhile
+        print(head(features).sum().item() + picked.sum().item())
+
 def _nccl_rank(rank, world):
     from datetime import timedelta
 
@@ -468,6 +501,8 @@ CASES = {f.__name__: f for f in [
     triton_kernel_offsets_overflowing_int32,
     triton_kernel_reading_past_its_buffer,
     nccl_two_ranks_on_one_gpu,
+    assert_then_first_convolution,
+    assert_then_first_matmul,
 ]}
 
 
