@@ -378,9 +378,9 @@ def embedding_ids_left_on_the_cpu(out):
         print(embed(batch["input_ids"]).sum().item())
 
 
-def triton_kernel_offsets_overflowing_int32(out):
-    """A hand-written Triton kernel with a stride bug whose offsets overflow int32: the addresses
-    it loads from wrap out of the global address space."""
+def _triton_rows_with_a_stride_bug(out, elements, stride):
+    """A hand-written Triton kernel that reads element ``i * stride`` for each ``i`` (unmasked):
+    a stride applied where none belongs sends its loads far past the input."""
     import triton
     import triton.language as tl
 
@@ -389,32 +389,24 @@ def triton_kernel_offsets_overflowing_int32(out):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(dst + offs, tl.load(src + offs * stride))
 
-    batch = {"x": torch.randn(1 << 20)}
+    batch = {"x": torch.randn(elements)}
     with capture(batch, path=out, only_cuda=False):
         src = batch["x"].to(CUDA)
         dst = torch.empty_like(src)
-        gather_rows[(src.numel() // 1024,)](src, dst, 1_000_003, BLOCK=1024)
+        gather_rows[(src.numel() // 1024,)](src, dst, stride, BLOCK=1024)
         print(dst.sum().item())
 
+
+def triton_kernel_offsets_overflowing_int32(out):
+    """The stride bug with offsets that overflow int32: the addresses wrap out of the global
+    address space."""
+    _triton_rows_with_a_stride_bug(out, 1 << 20, 1_000_003)
 
 
 def triton_kernel_reading_past_its_buffer(out):
-    """The same stride bug, smaller: loads land up to 256 MiB past the input, in memory nothing
-    mapped (with a stride of 30_000, 7.8 GB past it, an H200 answered like the int32 case)."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def gather_rows(src, dst, stride, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(dst + offs, tl.load(src + offs * stride))
-
-    batch = {"x": torch.randn(1 << 16)}
-    with capture(batch, path=out, only_cuda=False):
-        src = batch["x"].to(CUDA)
-        dst = torch.empty_like(src)
-        gather_rows[(src.numel() // 1024,)](src, dst, 1024, BLOCK=1024)
-        print(dst.sum().item())
+    """The same bug, smaller: loads land up to 256 MiB past the input, in memory nothing mapped
+    (with a stride of 30_000, 7.8 GB past it, an H200 answered like the int32 case)."""
+    _triton_rows_with_a_stride_bug(out, 1 << 16, 1024)
 
 
 # Cascades: a kernel that asserted leaves the CUDA context unusable, and the next library to
