@@ -1,0 +1,254 @@
+"""Failing steps of TensorFlow / Keras and JAX whose error wordings come from host code, one per
+process: the other runtimes' words for the classes `steps.py` makes torch print.
+
+    python tests/drift/framework_steps.py NAME     run the step NAME: it fails, and its error ends the process
+    python tests/drift/framework_steps.py --list   print every step as NAME CLASS CONFIDENCE FRAMEWORK [ALSO...]
+
+Each step is a mistake users make, small enough to fail in a second on a CPU: shapes that do not
+multiply, concatenate or reshape, a Keras layer or loss given another width, mixed dtypes, an
+index past its table (TensorFlow checks indices on the CPU; JAX clamps them silently, so it has
+no index step), NaN found by a numerics check, a GPU asked of a CPU-only JAX, and decoys (a
+missing file) that must not read as a GPU failure. FRAMEWORK is `tensorflow` or `jax`: the
+generator (`generate_frameworks.py`) names each log after that framework's version.
+"""
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
+@dataclass(frozen=True)
+class Step:
+    run: Callable[[], None]
+    expected: str
+    confidence: str
+    framework: str
+    also: tuple = field(default_factory=tuple)
+
+
+# ---------------------------------------------------------------- TensorFlow / Keras
+
+
+def tf_matmul_sizes():
+    """A flattened image size that is not the weight matrix's first dimension."""
+    import tensorflow as tf
+
+    images = tf.random.normal([32, 784])
+    weights = tf.random.normal([512, 10])
+    print(tf.reduce_sum(tf.matmul(images, weights)).numpy())
+
+
+def tf_add_incompatible_shapes():
+    """A residual added to a projection of another width."""
+    import tensorflow as tf
+
+    x = tf.random.normal([32, 10])
+    print(tf.reduce_sum(x + tf.random.normal([32, 5])).numpy())
+
+
+def tf_concat_dimensions():
+    """A skip connection concatenated with an upsampled map one pixel smaller (odd input size)."""
+    import tensorflow as tf
+
+    skip = tf.random.normal([1, 32, 32, 64])
+    up = tf.random.normal([1, 31, 31, 64])
+    print(tf.reduce_sum(tf.concat([skip, up], axis=-1)).numpy())
+
+
+def tf_reshape_values():
+    """A reshape to a size the tensor does not have."""
+    import tensorflow as tf
+
+    features = tf.random.normal([1024])
+    print(tf.reduce_sum(tf.reshape(features, [32, 64])).numpy())
+
+
+def keras_dense_input_width():
+    """A model built for 784 features fed 100."""
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input(shape=(784,)), keras.layers.Dense(10)])
+    print(model.predict(np.random.rand(8, 100).astype("float32"), verbose=0).sum())
+
+
+def keras_loss_target_shape():
+    """Integer labels given to categorical (one-hot) cross-entropy."""
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input(shape=(16,)), keras.layers.Dense(10, activation="softmax")])
+    model.compile(optimizer="adam", loss="categorical_crossentropy")
+    x = np.random.rand(64, 16).astype("float32")
+    y = np.random.randint(0, 10, size=(64, 1))
+    model.fit(x, y, epochs=1, batch_size=16, verbose=0)
+
+
+def tf_matmul_double_float():
+    """NumPy's float64 features multiplied with float32 weights."""
+    import numpy as np
+    import tensorflow as tf
+
+    features = tf.constant(np.random.rand(4, 8))
+    weights = tf.random.normal([8, 2])
+    print(tf.reduce_sum(tf.matmul(features, weights)).numpy())
+
+
+def tf_add_int_float():
+    """Integer labels added to float scores."""
+    import tensorflow as tf
+
+    labels = tf.constant([1, 0, 2])
+    scores = tf.constant([0.5, 0.1, 0.9])
+    print(tf.reduce_sum(labels + scores).numpy())
+
+
+def tf_gather_past_dimension():
+    """Per-class rows picked by a label the table lacks."""
+    import tensorflow as tf
+
+    table = tf.random.normal([10, 4])
+    print(tf.reduce_sum(tf.gather(table, [3, 12])).numpy())
+
+
+def keras_embedding_past_vocabulary():
+    """Token ids of a bigger tokenizer fed to an embedding of 100 rows."""
+    import keras
+    import numpy as np
+
+    embed = keras.layers.Embedding(100, 8)
+    ids = np.array([[5, 150, 7]])
+    print(np.asarray(embed(ids)).sum())
+
+
+def keras_sparse_labels_past_classes():
+    """Labels 0..11 given to a 10-way head with sparse categorical cross-entropy."""
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input(shape=(16,)), keras.layers.Dense(10)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = np.random.rand(64, 16).astype("float32")
+    y = np.random.randint(0, 12, size=(64,))
+    y[0] = 11
+    model.fit(x, y, epochs=1, batch_size=64, verbose=0)
+
+
+def tf_check_numerics_nan():
+    """The log of a probability that reached zero, caught by check_numerics."""
+    import tensorflow as tf
+
+    probs = tf.constant([0.5, 0.0, -0.25])
+    loss = tf.debugging.check_numerics(tf.math.log(probs), "log-likelihood")
+    print(tf.reduce_sum(loss).numpy())
+
+
+def tf_missing_file_decoy():
+    """A dataset path that does not exist: no GPU failure."""
+    import tensorflow as tf
+
+    print(len(tf.io.read_file("/nonexistent/train.tfrecord").numpy()))
+
+
+# ---------------------------------------------------------------- JAX
+
+
+def jax_dot_shapes():
+    """A flattened image size that is not the weight matrix's first dimension."""
+    import jax.numpy as jnp
+
+    print(jnp.dot(jnp.ones((8, 784)), jnp.ones((512, 10))).sum())
+
+
+def jax_add_incompatible_shapes():
+    """A residual added to a projection of another width."""
+    import jax.numpy as jnp
+
+    print((jnp.ones((32, 10)) + jnp.ones((32, 5))).sum())
+
+
+def jax_reshape_size():
+    """A reshape to a size the array does not have."""
+    import jax.numpy as jnp
+
+    print(jnp.ones(1024).reshape(32, 64).sum())
+
+
+def jax_lax_add_dtypes():
+    """lax (no implicit promotion) given float32 and int32."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    print(lax.add(jnp.ones(3, jnp.float32), jnp.ones(3, jnp.int32)).sum())
+
+
+def jax_debug_nans():
+    """A log of a negative value with jax_debug_nans on."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_debug_nans", True)
+    print(jnp.log(jnp.array([0.5, -1.0])).sum())
+
+
+def jax_gpu_on_cpu_build():
+    """Arrays put on a GPU by a CPU-only jaxlib."""
+    import jax
+    import jax.numpy as jnp
+
+    gpu = jax.devices("gpu")[0]
+    print(jax.device_put(jnp.ones(4), gpu).sum())
+
+
+def jax_missing_file_decoy():
+    """A checkpoint path that does not exist: no GPU failure."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    print(jnp.asarray(np.load("/nonexistent/params.npy")).sum())
+
+
+SHAPE, DTYPE, INDEX, NAN = "torch.shape_mismatch", "torch.dtype_mismatch", "cpu.index_error", "torch.nan_inf"
+
+STEPS = {
+    "tf_matmul_sizes": Step(tf_matmul_sizes, SHAPE, "high", "tensorflow"),
+    "tf_add_incompatible_shapes": Step(tf_add_incompatible_shapes, SHAPE, "high", "tensorflow"),
+    "tf_concat_dimensions": Step(tf_concat_dimensions, SHAPE, "high", "tensorflow"),
+    "tf_reshape_values": Step(tf_reshape_values, SHAPE, "high", "tensorflow"),
+    "keras_dense_input_width": Step(keras_dense_input_width, SHAPE, "high", "tensorflow"),
+    "keras_loss_target_shape": Step(keras_loss_target_shape, SHAPE, "high", "tensorflow"),
+    "tf_matmul_double_float": Step(tf_matmul_double_float, DTYPE, "high", "tensorflow"),
+    "tf_add_int_float": Step(tf_add_int_float, DTYPE, "high", "tensorflow"),
+    "tf_gather_past_dimension": Step(tf_gather_past_dimension, INDEX, "high", "tensorflow"),
+    "keras_embedding_past_vocabulary": Step(keras_embedding_past_vocabulary, INDEX, "high", "tensorflow"),
+    "keras_sparse_labels_past_classes": Step(keras_sparse_labels_past_classes, INDEX, "high", "tensorflow"),
+    "tf_check_numerics_nan": Step(tf_check_numerics_nan, NAN, "high", "tensorflow"),
+    "tf_missing_file_decoy": Step(tf_missing_file_decoy, "none", "-", "tensorflow"),
+    "jax_dot_shapes": Step(jax_dot_shapes, SHAPE, "high", "jax"),
+    "jax_add_incompatible_shapes": Step(jax_add_incompatible_shapes, SHAPE, "high", "jax"),
+    "jax_reshape_size": Step(jax_reshape_size, SHAPE, "high", "jax"),
+    "jax_lax_add_dtypes": Step(jax_lax_add_dtypes, DTYPE, "high", "jax"),
+    "jax_debug_nans": Step(jax_debug_nans, NAN, "high", "jax"),
+    "jax_gpu_on_cpu_build": Step(jax_gpu_on_cpu_build, "cuda.not_available", "high", "jax"),
+    "jax_missing_file_decoy": Step(jax_missing_file_decoy, "none", "-", "jax"),
+}
+
+
+def main(argv):
+    if argv[1:] == ["--list"]:
+        for name, step in STEPS.items():
+            print(name, step.expected, step.confidence, step.framework, *step.also)
+        return 0
+    if len(argv) != 2 or argv[1] not in STEPS:
+        print(f"usage: {argv[0]} NAME | --list", file=sys.stderr)
+        return 2
+    STEPS[argv[1]].run()
+    print(f"{argv[1]}: the step did not fail", file=sys.stderr)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,134 @@
+"""Drift fixtures of the other runtimes: the failing steps of ``framework_steps.py`` (TensorFlow /
+Keras and JAX) run under an interpreter that has them.
+
+    python3 tests/drift/generate_frameworks.py run PYTHON...      run every step under each Python and
+                                                                  write the logs + manifest
+    python3 tests/drift/generate_frameworks.py check FAULTLINE    diagnose every log with FAULTLINE
+
+Like ``generate.py``: each step runs in its own process, everything it prints is its log
+(``tests/fixtures/drift/frameworks/STEP-tensorflowX.log`` or ``STEP-jaxX.log``), and
+``manifest.toml`` beside the logs lists the class, confidence and versions of each; entries of
+logs not written by this run are kept. ``check`` is the blind measurement: run it with the rules
+as they are before changing any for these logs.
+"""
+
+import subprocess
+import sys
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generate import ROOT, STEP_TIMEOUT_S, job_env, toml_value, top_finding  # noqa: E402
+
+OUT = ROOT / "tests" / "fixtures" / "drift" / "frameworks"
+MANIFEST = OUT / "manifest.toml"
+STEPS = "tests/drift/framework_steps.py"
+
+VERSIONS = """
+import sys, importlib.metadata as m
+def v(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return ""
+print(v("tensorflow") or v("tensorflow-cpu"), v("keras"), v("jax"), v("jaxlib"), ".".join(map(str, sys.version_info[:3])), sep="|")
+"""
+KEYS = ["file", "step", "class", "also", "confidence", "framework", "version", "keras", "jaxlib", "python"]
+
+
+def versions(python):
+    out = subprocess.run([python, "-c", VERSIONS], capture_output=True, text=True, check=True, env=job_env())
+    tf, keras, jax, jaxlib, py = out.stdout.strip().split("|")
+    return {"tensorflow": tf, "keras": keras, "jax": jax, "jaxlib": jaxlib, "python": py}
+
+
+def steps(python):
+    out = subprocess.run([python, STEPS, "--list"], cwd=ROOT, capture_output=True, text=True, check=True, env=job_env())
+    for line in out.stdout.splitlines():
+        name, expected, confidence, framework, *also = line.split()
+        yield {"step": name, "class": expected, "confidence": confidence, "framework": framework, "also": also}
+
+
+def read_manifest():
+    if not MANIFEST.exists():
+        return {}
+    with MANIFEST.open("rb") as f:
+        return {e["file"]: e for e in tomllib.load(f).get("log", [])}
+
+
+def write_manifest(entries):
+    lines = [
+        "# Written by tests/drift/generate_frameworks.py: one entry per log of this folder, the class",
+        "# (rules/taxonomy.toml; `none`: no GPU cause may be claimed), the confidence it must be",
+        "# diagnosed with, and the framework's version it ran under. tests/drift.rs reads it.",
+    ]
+    for name in sorted(entries):
+        e = entries[name]
+        lines += ["", "[[log]]"]
+        lines += [f"{k} = {toml_value(e[k])}" for k in KEYS if k in e and e[k] not in ("", [])]
+    MANIFEST.write_text("\n".join(lines) + "\n")
+
+
+def run(pythons):
+    OUT.mkdir(parents=True, exist_ok=True)
+    entries = read_manifest()
+    for python in pythons:
+        v = versions(python)
+        print(f"== {python}: tensorflow {v['tensorflow'] or '-'}, keras {v['keras'] or '-'}, jax {v['jax'] or '-'}")
+        for step in steps(python):
+            version = v[step["framework"]]
+            if not version:
+                continue
+            done = subprocess.run(
+                [python, STEPS, step["step"]],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=job_env(), timeout=STEP_TIMEOUT_S,
+            )
+            if done.returncode != 1:
+                raise SystemExit(f"{step['step']}: exit {done.returncode}, not a failing step")
+            name = f"{step['step']}-{step['framework']}{version}.log"
+            (OUT / name).write_bytes(done.stdout)
+            entry = {"file": name, **{k: step[k] for k in ("step", "class", "also", "framework")}}
+            if step["class"] != "none":
+                entry["confidence"] = step["confidence"]
+            entry.update(version=version, python=v["python"])
+            if step["framework"] == "tensorflow":
+                entry["keras"] = v["keras"]
+            else:
+                entry["jaxlib"] = v["jaxlib"]
+            entries[name] = entry
+            print(f"   {name}")
+    write_manifest(entries)
+
+
+def check(faultline):
+    tally = defaultdict(lambda: [0, 0])
+    for e in read_manifest().values():
+        top = top_finding(faultline, OUT / e["file"])
+        if e["class"] == "none":
+            right = top is None
+        else:
+            right = top is not None and top["class"] in [e["class"], *e.get("also", [])] and top["confidence"] == e["confidence"]
+        env = f"{e['framework']} {e['version']}"
+        tally[env][0] += right
+        tally[env][1] += 1
+        got = "-" if top is None else f"{top['class']} {top['confidence']} ({top['rule']})"
+        want = e["class"] + (f" {e['confidence']}" if "confidence" in e else "")
+        print(f"{'ok  ' if right else 'MISS'} {e['file']}: expected {want}, got {got}")
+    for env, (right, n) in sorted(tally.items()):
+        print(f"{env}: {right} of {n}")
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[1] == "run":
+        run(argv[2:])
+    elif len(argv) == 3 and argv[1] == "check":
+        check(argv[2])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
