@@ -84,10 +84,10 @@ def file_name(step, v):
     return f"{step['step']}-torch{v['torch']}{hf}.log"
 
 
-def read_manifest():
-    if not MANIFEST.exists():
+def read_manifest(manifest=MANIFEST):
+    if not manifest.exists():
         return {}
-    with MANIFEST.open("rb") as f:
+    with manifest.open("rb") as f:
         return {e["file"]: e for e in tomllib.load(f).get("log", [])}
 
 
@@ -97,10 +97,12 @@ def toml_value(value):
     return json.dumps(value)
 
 
-def write_manifest(entries):
-    keys = ["file", "step", "class", "also", "confidence", "torch", "transformers", "python"]
+TORCH_KEYS = ["file", "step", "class", "also", "confidence", "torch", "transformers", "python"]
+
+
+def write_manifest(entries, manifest=MANIFEST, keys=TORCH_KEYS, writer="tests/drift/generate.py"):
     lines = [
-        "# Written by tests/drift/generate.py: one entry per log of this folder, the class",
+        f"# Written by {writer}: one entry per log of this folder, the class",
         "# (rules/taxonomy.toml; `none`: no GPU cause may be claimed) and the confidence it must be",
         "# diagnosed with, and the versions it ran under. tests/drift.rs reads it.",
     ]
@@ -109,7 +111,7 @@ def write_manifest(entries):
         lines.append("")
         lines.append("[[log]]")
         lines.extend(f"{k} = {toml_value(e[k])}" for k in keys if k in e and e[k] not in ("", []))
-    MANIFEST.write_text("\n".join(lines) + "\n")
+    manifest.write_text("\n".join(lines) + "\n")
 
 
 def run(pythons):
@@ -146,17 +148,23 @@ def top_finding(faultline, path):
     return claims[0] if claims else None
 
 
-def check(faultline):
+def torch_environment(entry):
+    hf = f" + transformers {entry['transformers']}" if "transformers" in entry else ""
+    return f"torch {entry['torch']}{hf}"
+
+
+def check(faultline, folder=OUT, environment=torch_environment):
+    """Diagnose every log of FOLDER's manifest and print, per environment, how many are right."""
     tally = defaultdict(lambda: [0, 0])
-    for e in read_manifest().values():
-        top = top_finding(faultline, OUT / e["file"])
+    for e in read_manifest(folder / "manifest.toml").values():
+        top = top_finding(faultline, folder / e["file"])
         if e["class"] == "none":
             right = top is None
         else:
             classes = [e["class"], *e.get("also", [])]
             right = top is not None and top["class"] in classes and top["confidence"] == e["confidence"]
         want = e["class"] + (f" {e['confidence']}" if "confidence" in e else "")
-        env = f"torch {e['torch']}" + (f" + transformers {e['transformers']}" if "transformers" in e else "")
+        env = environment(e)
         tally[env][0] += right
         tally[env][1] += 1
         got = "-" if top is None else f"{top['class']} {top['confidence']} ({top['rule']})"
@@ -167,16 +175,17 @@ def check(faultline):
     print(f"all: {total[0]} of {total[1]}")
 
 
-def main(argv):
+def cli(argv, doc, run, check):
+    """`run PYTHON...` or `check FAULTLINE`; anything else prints DOC."""
     if len(argv) >= 3 and argv[1] == "run":
         run(argv[2:])
     elif len(argv) == 3 and argv[1] == "check":
         check(argv[2])
     else:
-        print(__doc__, file=sys.stderr)
+        print(doc, file=sys.stderr)
         return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(cli(sys.argv, __doc__, run, check))

@@ -14,12 +14,11 @@ as they are before changing any for these logs.
 
 import subprocess
 import sys
-import tomllib
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generate import ROOT, STEP_TIMEOUT_S, job_env, toml_value, top_finding  # noqa: E402
+from generate import ROOT, STEP_TIMEOUT_S, cli, job_env, read_manifest, write_manifest  # noqa: E402
+from generate import check as check_folder  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "drift" / "frameworks"
 MANIFEST = OUT / "manifest.toml"
@@ -50,29 +49,9 @@ def steps(python):
         yield {"step": name, "class": expected, "confidence": confidence, "framework": framework, "also": also}
 
 
-def read_manifest():
-    if not MANIFEST.exists():
-        return {}
-    with MANIFEST.open("rb") as f:
-        return {e["file"]: e for e in tomllib.load(f).get("log", [])}
-
-
-def write_manifest(entries):
-    lines = [
-        "# Written by tests/drift/generate_frameworks.py: one entry per log of this folder, the class",
-        "# (rules/taxonomy.toml; `none`: no GPU cause may be claimed), the confidence it must be",
-        "# diagnosed with, and the framework's version it ran under. tests/drift.rs reads it.",
-    ]
-    for name in sorted(entries):
-        e = entries[name]
-        lines += ["", "[[log]]"]
-        lines += [f"{k} = {toml_value(e[k])}" for k in KEYS if k in e and e[k] not in ("", [])]
-    MANIFEST.write_text("\n".join(lines) + "\n")
-
-
 def run(pythons):
     OUT.mkdir(parents=True, exist_ok=True)
-    entries = read_manifest()
+    entries = read_manifest(MANIFEST)
     for python in pythons:
         v = versions(python)
         print(f"== {python}: tensorflow {v['tensorflow'] or '-'}, keras {v['keras'] or '-'}, jax {v['jax'] or '-'}")
@@ -98,37 +77,12 @@ def run(pythons):
                 entry["jaxlib"] = v["jaxlib"]
             entries[name] = entry
             print(f"   {name}")
-    write_manifest(entries)
+    write_manifest(entries, MANIFEST, KEYS, writer="tests/drift/generate_frameworks.py")
 
 
 def check(faultline):
-    tally = defaultdict(lambda: [0, 0])
-    for e in read_manifest().values():
-        top = top_finding(faultline, OUT / e["file"])
-        if e["class"] == "none":
-            right = top is None
-        else:
-            right = top is not None and top["class"] in [e["class"], *e.get("also", [])] and top["confidence"] == e["confidence"]
-        env = f"{e['framework']} {e['version']}"
-        tally[env][0] += right
-        tally[env][1] += 1
-        got = "-" if top is None else f"{top['class']} {top['confidence']} ({top['rule']})"
-        want = e["class"] + (f" {e['confidence']}" if "confidence" in e else "")
-        print(f"{'ok  ' if right else 'MISS'} {e['file']}: expected {want}, got {got}")
-    for env, (right, n) in sorted(tally.items()):
-        print(f"{env}: {right} of {n}")
-
-
-def main(argv):
-    if len(argv) >= 3 and argv[1] == "run":
-        run(argv[2:])
-    elif len(argv) == 3 and argv[1] == "check":
-        check(argv[2])
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    check_folder(faultline, OUT, lambda e: f"{e['framework']} {e['version']}")
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(cli(sys.argv, __doc__, run, check))

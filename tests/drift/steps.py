@@ -349,18 +349,7 @@ STEPS = {
 }
 
 
-def main(argv):
-    if argv[1:] == ["--list"]:
-        for name, step in STEPS.items():
-            print(" ".join([name, step.expected, step.confidence, step.uses, *step.also]))
-        return 0
-    if len(argv) != 2 or argv[1] not in STEPS:
-        print(f"usage: {argv[0]} NAME (--list for the names)", file=sys.stderr)
-        return 2
-    STEPS[argv[1]].run()
-    print(f"{argv[1]}: the step did not fail", file=sys.stderr)
-    return 3
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    from step_cli import main
+
+    sys.exit(main(sys.argv, STEPS, lambda step: [step.expected, step.confidence, step.uses, *step.also]))
