@@ -1,7 +1,7 @@
 //! Version drift: the same failing training steps run under several releases of torch and
 //! transformers (`tests/drift/steps.py`, written by `tests/drift/generate.py`), and the other
-//! runtimes' words for the same classes (`framework_steps.py`: TensorFlow / Keras and JAX, in
-//! `frameworks/`), each log kept as the job printed it, with the versions in its name. New releases change wordings; when a rule
+//! runtimes' words for the same classes (`framework_steps.py`: TensorFlow / Keras, JAX and ONNX
+//! Runtime, in `frameworks/`), each log kept as the job printed it, with the versions in its name. New releases change wordings; when a rule
 //! no longer fires on a newer wording, or fires with less confidence, these tests name the log,
 //! its versions and what faultline said instead. `tests/fixtures/drift/manifest.toml` says what
 //! each log must be diagnosed as; `tests/drift/README.md` how the logs were made and what the
@@ -36,7 +36,8 @@ struct Entry {
     /// A torch step's versions (`steps.py`) …
     torch: Option<String>,
     transformers: Option<String>,
-    /// … or another runtime's (`framework_steps.py`): `tensorflow` or `jax`, and its version.
+    /// … or another runtime's (`framework_steps.py`): `tensorflow`, `jax` or `onnxruntime`, and
+    /// its version.
     framework: Option<String>,
     version: Option<String>,
     keras: Option<String>,
@@ -187,11 +188,11 @@ fn the_manifest_lists_every_log_of_the_folder_and_names_the_versions_in_each_fil
 }
 
 #[test]
-fn the_other_runtimes_logs_cover_tensorflow_and_jax_with_decoys() {
+fn the_other_runtimes_logs_cover_tensorflow_jax_and_onnx_runtime_with_decoys() {
     let [frameworks, _] = folders();
     let entries = manifest(&frameworks).log;
     let runtimes: BTreeSet<&str> = entries.iter().filter_map(|e| e.framework.as_deref()).collect();
-    assert_eq!(runtimes, BTreeSet::from(["jax", "tensorflow"]));
+    assert_eq!(runtimes, BTreeSet::from(["jax", "onnxruntime", "tensorflow"]));
     for runtime in runtimes {
         assert!(
             entries

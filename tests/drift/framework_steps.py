@@ -1,5 +1,5 @@
-"""Failing steps of TensorFlow / Keras and JAX whose error wordings come from host code, one per
-process: the other runtimes' words for the classes `steps.py` makes torch print.
+"""Failing steps of TensorFlow / Keras, JAX and ONNX Runtime whose error wordings come from host
+code, one per process: the other runtimes' words for the classes `steps.py` makes torch print.
 
     python tests/drift/framework_steps.py NAME     run the step NAME: it fails, and its error ends the process
     python tests/drift/framework_steps.py --list   print every step as NAME CLASS CONFIDENCE FRAMEWORK [ALSO...]
@@ -8,8 +8,10 @@ Each step is a mistake users make, small enough to fail in a second on a CPU: sh
 multiply, concatenate or reshape, a Keras layer or loss given another width, mixed dtypes, an
 index past its table (TensorFlow checks indices on the CPU; JAX clamps them silently, so it has
 no index step), NaN found by a numerics check, a GPU asked of a CPU-only JAX, and decoys (a
-missing file) that must not read as a GPU failure. FRAMEWORK is `tensorflow` or `jax`: the
-generator (`generate_frameworks.py`) names each log after that framework's version.
+missing file) that must not read as a GPU failure; ONNX Runtime's steps run graphs built here
+with `onnx.helper` on its CPU provider (an input of another dtype or width, a MatMul whose
+dimensions differ, a Gather past its table). FRAMEWORK is `tensorflow`, `jax` or `onnxruntime`:
+the generator (`generate_frameworks.py`) names each log after that framework's version.
 """
 
 import os
@@ -211,6 +213,75 @@ def jax_missing_file_decoy():
     print(jnp.asarray(np.load("/nonexistent/params.npy")).sum())
 
 
+# ---------------------------------------------------------------- ONNX Runtime
+
+
+def _onnx_session(nodes, inputs, outputs, initializers=()):
+    """An ONNX Runtime session (CPU) of a graph built here: nothing is downloaded or exported."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, "step", inputs, outputs, initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _linear(features_in):
+    """A MatMul by a [784, 10] weight, its input declared as [batch, FEATURES_IN] float32."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.random.rand(784, 10).astype("float32"), "w")
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="classifier")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", features_in])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10])
+    return _onnx_session([node], [x], [y], [weight])
+
+
+def ort_input_float64():
+    """NumPy's float64 batch fed to a float32 model."""
+    import numpy as np
+
+    print(_linear(784).run(None, {"x": np.random.rand(8, 784)})[0].sum())
+
+
+def ort_input_width():
+    """A model exported for 784 features fed 100."""
+    import numpy as np
+
+    print(_linear(784).run(None, {"x": np.random.rand(8, 100).astype("float32")})[0].sum())
+
+
+def ort_matmul_dimensions():
+    """A model whose input width was left dynamic, fed a width the weight does not have."""
+    import numpy as np
+
+    print(_linear("features").run(None, {"x": np.random.rand(8, 100).astype("float32")})[0].sum())
+
+
+def ort_gather_past_table():
+    """Token ids past a 10-row embedding table exported as a Gather."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = numpy_helper.from_array(np.random.rand(10, 4).astype("float32"), "table")
+    node = helper.make_node("Gather", ["table", "ids"], ["rows"], name="embed")
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])
+    rows = helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["n", 4])
+    session = _onnx_session([node], [ids], [rows], [table])
+    print(session.run(None, {"ids": np.array([3, 12], dtype="int64")})[0].sum())
+
+
+def ort_missing_model_decoy():
+    """A model path that does not exist: no GPU failure."""
+    import onnxruntime as ort
+
+    ort.InferenceSession("/nonexistent/model.onnx", providers=["CPUExecutionProvider"])
+
+
 SHAPE, DTYPE, INDEX, NAN = "torch.shape_mismatch", "torch.dtype_mismatch", "cpu.index_error", "torch.nan_inf"
 
 STEPS = {
@@ -234,6 +305,11 @@ STEPS = {
     "jax_debug_nans": Step(jax_debug_nans, NAN, "high", "jax"),
     "jax_gpu_on_cpu_build": Step(jax_gpu_on_cpu_build, "cuda.not_available", "high", "jax"),
     "jax_missing_file_decoy": Step(jax_missing_file_decoy, "none", "-", "jax"),
+    "ort_input_float64": Step(ort_input_float64, DTYPE, "high", "onnxruntime"),
+    "ort_input_width": Step(ort_input_width, SHAPE, "high", "onnxruntime"),
+    "ort_matmul_dimensions": Step(ort_matmul_dimensions, SHAPE, "high", "onnxruntime"),
+    "ort_gather_past_table": Step(ort_gather_past_table, INDEX, "high", "onnxruntime"),
+    "ort_missing_model_decoy": Step(ort_missing_model_decoy, "none", "-", "onnxruntime"),
 }
 
 

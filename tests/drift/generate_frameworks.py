@@ -1,12 +1,13 @@
 """Drift fixtures of the other runtimes: the failing steps of ``framework_steps.py`` (TensorFlow /
-Keras and JAX) run under an interpreter that has them.
+Keras, JAX and ONNX Runtime) run under an interpreter that has them.
 
     python3 tests/drift/generate_frameworks.py run PYTHON...      run every step under each Python and
                                                                   write the logs + manifest
     python3 tests/drift/generate_frameworks.py check FAULTLINE    diagnose every log with FAULTLINE
 
 Like ``generate.py``: each step runs in its own process, everything it prints is its log
-(``tests/fixtures/drift/frameworks/STEP-tensorflowX.log`` or ``STEP-jaxX.log``), and
+(``tests/fixtures/drift/frameworks/STEP-tensorflowX.log``, ``STEP-jaxX.log`` or
+``STEP-onnxruntimeX.log``), and
 ``manifest.toml`` beside the logs lists the class, confidence and versions of each; entries of
 logs not written by this run are kept. ``check`` is the blind measurement: run it with the rules
 as they are before changing any for these logs.
@@ -31,15 +32,15 @@ def v(name):
         return m.version(name)
     except m.PackageNotFoundError:
         return ""
-print(v("tensorflow") or v("tensorflow-cpu"), v("keras"), v("jax"), v("jaxlib"), ".".join(map(str, sys.version_info[:3])), sep="|")
+print(v("tensorflow") or v("tensorflow-cpu"), v("keras"), v("jax"), v("jaxlib"), v("onnxruntime"), ".".join(map(str, sys.version_info[:3])), sep="|")
 """
 KEYS = ["file", "step", "class", "also", "confidence", "framework", "version", "keras", "jaxlib", "python"]
 
 
 def versions(python):
     out = subprocess.run([python, "-c", VERSIONS], capture_output=True, text=True, check=True, env=job_env())
-    tf, keras, jax, jaxlib, py = out.stdout.strip().split("|")
-    return {"tensorflow": tf, "keras": keras, "jax": jax, "jaxlib": jaxlib, "python": py}
+    tf, keras, jax, jaxlib, ort, py = out.stdout.strip().split("|")
+    return {"tensorflow": tf, "keras": keras, "jax": jax, "jaxlib": jaxlib, "onnxruntime": ort, "python": py}
 
 
 def steps(python):
@@ -54,7 +55,7 @@ def run(pythons):
     entries = read_manifest(MANIFEST)
     for python in pythons:
         v = versions(python)
-        print(f"== {python}: tensorflow {v['tensorflow'] or '-'}, keras {v['keras'] or '-'}, jax {v['jax'] or '-'}")
+        print(f"== {python}: tensorflow {v['tensorflow'] or '-'}, keras {v['keras'] or '-'}, jax {v['jax'] or '-'}, onnxruntime {v['onnxruntime'] or '-'}")
         for step in steps(python):
             version = v[step["framework"]]
             if not version:
@@ -73,7 +74,7 @@ def run(pythons):
             entry.update(version=version, python=v["python"])
             if step["framework"] == "tensorflow":
                 entry["keras"] = v["keras"]
-            else:
+            elif step["framework"] == "jax":
                 entry["jaxlib"] = v["jaxlib"]
             entries[name] = entry
             print(f"   {name}")
