@@ -23,7 +23,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |details: CUDA error \d+ |CUDA error !+ <|Gpu API call \(|\(-217:Gpu API call\) |CUDA error \d+ at |CUDA error \d+ '|CUDA error \S+:\d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |details: CUDA error \d+ |CUDA error !+ <|Gpu API call \(|\(-217:Gpu API call\) |CUDA error \d+ at |CUDA error \d+ '|CUDA error \S+:\d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(|PhysX error: .+ failed! \d+\s*$|\bcu[A-Z]\w* failed with error \d+",
         handle: numbered_error,
     },
     Extractor {
@@ -610,6 +610,11 @@ const NUMBERED: &[(&str, CudaApi)] = &[
     // torch_memory_saver (SGLang, slime, verl): `[torch_memory_saver.cpp] CUresult error: 2 (out of
     // memory) file=… func=cu_mem_create line=187`
     (r"CUresult error: (?P<n>\d+) \((?P<m>[^)]+)\)", CudaApi::Driver),
+    // PhysX's GPU pipeline (Isaac Sim / Lab, Isaac Gym), the driver's code after the step that
+    // failed: `PhysX error: Synchronizing GPU Narrowphase failed! 700` and `SynchronizeStreams
+    // cuEventRecord failed with error 700` (the source location on the next line)
+    (r"PhysX error: .+ failed! (?P<n>\d+)\s*$", CudaApi::Driver),
+    (r"\bcu[A-Z]\w* failed with error (?P<n>\d+)\b", CudaApi::Driver),
     // spconv / cumm: `cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 …`;
     // CTranslate2 (faster-whisper): `CUDA failed with error out of memory`
     (
@@ -632,16 +637,21 @@ fn numbered_error(out: &mut Collector, line: &Line<'_>) {
         return;
     };
     let code = c.name("n").map(|n| n.as_str());
-    let message = match (c.name("m").map(|m| m.as_str().trim()), code) {
-        (Some(m), _) if !m.is_empty() => m.to_owned(),
-        (_, Some(n)) => message_of_code(n),
+    let (message, name) = match (c.name("m").map(|m| m.as_str().trim()), code) {
+        (Some(m), _) if !m.is_empty() => (m.to_owned(), None),
+        // A driver API code alone is read only where both APIs number the error the same.
+        (_, Some(n)) if api == CudaApi::Driver => match n.parse().ok().and_then(known_by_code) {
+            Some(k) => (k.0.to_owned(), Some(k.2.to_owned())),
+            None => return,
+        },
+        (_, Some(n)) => (message_of_code(n), None),
         _ => return,
     };
     let message = message.trim_end_matches('.');
     if !message.is_empty() {
         out.emit(
             line,
-            cuda_error(message, api, code.and_then(|n| n.parse().ok()), None),
+            cuda_error(message, api, code.and_then(|n| n.parse().ok()), name),
         );
     }
 }
@@ -1070,6 +1080,31 @@ mod tests {
             ),
             vec![(Some(700), super::message_of_code("700"))]
         );
+    }
+
+    #[test]
+    fn physx_gpu_failures_are_read_by_their_driver_code() {
+        let logs = [
+            concat!(
+                "2024-11-25 09:13:08 [11,526ms] [Error] [omni.physx.plugin] PhysX error: Synchronizing GPU Narrowphase failed! 700\n",
+                ", FILE /builds/omniverse/physics/physx/source/gpunarrowphase/src/PxgNarrowphaseCore.cpp, LINE 1259\n",
+            ),
+            "[Error] [omni.physx.plugin] PhysX error: SynchronizeStreams cuEventRecord failed with error 700\n",
+        ];
+        for log in logs {
+            let read: Vec<_> = cuda_errors(log)
+                .into_iter()
+                .map(|e| (e.api, e.code, e.name))
+                .collect();
+            let illegal_address = (
+                CudaApi::Driver,
+                Some(700),
+                Some("CUDA_ERROR_ILLEGAL_ADDRESS".to_owned()),
+            );
+            assert_eq!(read, vec![illegal_address], "{log}");
+        }
+        // A code that the two APIs number differently claims nothing.
+        assert!(cuda_errors("cuCtxCreate failed with error 35\n").is_empty());
     }
 
     #[test]
