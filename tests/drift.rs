@@ -36,8 +36,8 @@ struct Entry {
     /// A torch step's versions (`steps.py`) …
     torch: Option<String>,
     transformers: Option<String>,
-    /// … or another runtime's (`framework_steps.py`): `tensorflow`, `jax` or `onnxruntime`, and
-    /// its version.
+    /// … or another runtime's (`framework_steps.py`): `tensorflow`, `jax`, `onnxruntime`,
+    /// `paddle` or `mxnet`, and its version.
     framework: Option<String>,
     version: Option<String>,
     keras: Option<String>,
@@ -188,11 +188,14 @@ fn the_manifest_lists_every_log_of_the_folder_and_names_the_versions_in_each_fil
 }
 
 #[test]
-fn the_other_runtimes_logs_cover_tensorflow_jax_and_onnx_runtime_with_decoys() {
+fn the_other_runtimes_logs_cover_tensorflow_jax_onnx_runtime_paddle_and_mxnet_with_decoys() {
     let [frameworks, _] = folders();
     let entries = manifest(&frameworks).log;
     let runtimes: BTreeSet<&str> = entries.iter().filter_map(|e| e.framework.as_deref()).collect();
-    assert_eq!(runtimes, BTreeSet::from(["jax", "onnxruntime", "tensorflow"]));
+    assert_eq!(
+        runtimes,
+        BTreeSet::from(["jax", "mxnet", "onnxruntime", "paddle", "tensorflow"])
+    );
     for runtime in runtimes {
         assert!(
             entries

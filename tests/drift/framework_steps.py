@@ -1,5 +1,6 @@
-"""Failing steps of TensorFlow / Keras, JAX and ONNX Runtime whose error wordings come from host
-code, one per process: the other runtimes' words for the classes `steps.py` makes torch print.
+"""Failing steps of TensorFlow / Keras, JAX, ONNX Runtime, PaddlePaddle and MXNet whose error
+wordings come from host code, one per process: the other runtimes' words for the classes
+`steps.py` makes torch print.
 
     python tests/drift/framework_steps.py NAME     run the step NAME: it fails, and its error ends the process
     python tests/drift/framework_steps.py --list   print every step as NAME CLASS CONFIDENCE FRAMEWORK [ALSO...]
@@ -10,8 +11,11 @@ index past its table (TensorFlow checks indices on the CPU; JAX clamps them sile
 no index step), NaN found by a numerics check, a GPU asked of a CPU-only JAX, and decoys (a
 missing file) that must not read as a GPU failure; ONNX Runtime's steps run graphs built here
 with `onnx.helper` on its CPU provider (an input of another dtype or width, a MatMul whose
-dimensions differ, a Gather past its table). FRAMEWORK is `tensorflow`, `jax` or `onnxruntime`:
-the generator (`generate_frameworks.py`) names each log after that framework's version.
+dimensions differ, a Gather past its table); PaddlePaddle's and MXNet's run the same mistakes on
+their CPU packages (MXNet's embedding clamps ids, so it has no index step; its parameters loaded
+into a head of another size stand for the checkpoint class). FRAMEWORK is `tensorflow`, `jax`,
+`onnxruntime`, `paddle` or `mxnet`: the generator (`generate_frameworks.py`) names each log after
+that framework's version.
 """
 
 import os
@@ -282,6 +286,156 @@ def ort_missing_model_decoy():
     ort.InferenceSession("/nonexistent/model.onnx", providers=["CPUExecutionProvider"])
 
 
+# ---------------------------------------------------------------- PaddlePaddle
+
+
+def paddle_matmul_sizes():
+    """A flattened image size that is not the weight matrix's first dimension."""
+    import paddle
+
+    print(paddle.matmul(paddle.randn([32, 784]), paddle.randn([512, 10])).sum().item())
+
+
+def paddle_add_incompatible_shapes():
+    """A residual added to a projection of another width."""
+    import paddle
+
+    print((paddle.randn([32, 10]) + paddle.randn([32, 5])).sum().item())
+
+
+def paddle_reshape_size():
+    """A reshape to a shape that holds more values than the tensor."""
+    import paddle
+
+    print(paddle.reshape(paddle.randn([1024]), [32, 64]).sum().item())
+
+
+def paddle_linear_input_width():
+    """A Linear layer built for 784 features given 100."""
+    import paddle
+
+    print(paddle.nn.Linear(784, 10)(paddle.randn([8, 100])).sum().item())
+
+
+def paddle_matmul_double_float():
+    """float64 data (NumPy's default) multiplied with float32 weights."""
+    import paddle
+
+    x = paddle.randn([4, 4], dtype="float64")
+    print(paddle.matmul(x, paddle.randn([4, 4], dtype="float32")).sum().item())
+
+
+def paddle_embedding_past_vocabulary():
+    """A token id past the embedding table (Paddle checks ids on the CPU)."""
+    import paddle
+
+    print(paddle.nn.Embedding(10, 4)(paddle.to_tensor([[1, 12]])).sum().item())
+
+
+def paddle_cross_entropy_label_past_classes():
+    """A label past the number of classes of the logits."""
+    import paddle
+    import paddle.nn.functional as F
+
+    print(F.cross_entropy(paddle.randn([8, 10]), paddle.to_tensor([[11]] * 8)).item())
+
+
+def paddle_check_nan_inf():
+    """FLAGS_check_nan_inf finds the NaN a log of a negative value makes."""
+    import paddle
+
+    paddle.set_flags({"FLAGS_check_nan_inf": 1})
+    print(paddle.log(paddle.to_tensor([1.0, -1.0])).sum().item())
+
+
+def paddle_gpu_on_cpu_build():
+    """A GPU asked of the CPU-only paddlepaddle package."""
+    import paddle
+
+    paddle.set_device("gpu")
+    print(paddle.zeros([1]))
+
+
+def paddle_missing_file_decoy():
+    """A checkpoint path that does not exist: no GPU cause."""
+    import paddle
+
+    paddle.load("/nonexistent/model.pdparams")
+
+
+# ---------------------------------------------------------------- MXNet
+
+
+def mxnet_dot_shapes():
+    """A flattened image size that is not the weight matrix's first dimension."""
+    import mxnet as mx
+
+    nd = mx.nd
+    print(nd.dot(nd.random.normal(shape=(32, 784)), nd.random.normal(shape=(512, 10))).sum().asscalar())
+
+
+def mxnet_add_incompatible_shapes():
+    """A residual added to a projection of another width."""
+    import mxnet as mx
+
+    print((mx.nd.ones((32, 10)) + mx.nd.ones((32, 5))).sum().asscalar())
+
+
+def mxnet_concat_dimensions():
+    """A skip connection concatenated with an upsampled map one pixel smaller (odd input size)."""
+    import mxnet as mx
+
+    print(mx.nd.concat(mx.nd.ones((1, 64, 32, 32)), mx.nd.ones((1, 64, 31, 31)), dim=1).sum().asscalar())
+
+
+def mxnet_dense_input_width():
+    """A Gluon Dense layer built for 784 features given 100."""
+    import mxnet as mx
+    from mxnet.gluon import nn
+
+    net = nn.Dense(10, in_units=784)
+    net.initialize()
+    print(net(mx.nd.ones((8, 100))).sum().asscalar())
+
+
+def mxnet_dot_double_float():
+    """float64 data multiplied with float32 weights."""
+    import mxnet as mx
+
+    x = mx.nd.ones((4, 4), dtype="float64")
+    print(mx.nd.dot(x, mx.nd.ones((4, 4), dtype="float32")).sum().asscalar())
+
+
+def mxnet_load_parameters_head_size():
+    """A head saved for 3 classes loaded into a model built for 7."""
+    import os
+    import tempfile
+
+    import mxnet as mx
+    from mxnet.gluon import nn
+
+    path = os.path.join(tempfile.mkdtemp(), "head.params")
+    saved = nn.Dense(3, in_units=32)
+    saved.initialize()
+    saved(mx.nd.ones((1, 32)))
+    saved.save_parameters(path)
+    nn.Dense(7, in_units=32).load_parameters(path)
+
+
+def mxnet_gpu_on_cpu_build():
+    """A GPU asked of the CPU-only mxnet package."""
+    import mxnet as mx
+
+    print(mx.nd.zeros((1,), ctx=mx.gpu(0)).asnumpy())
+
+
+def mxnet_missing_file_decoy():
+    """A parameters file that does not exist: no GPU cause."""
+    import mxnet as mx
+
+    mx.nd.load("/nonexistent/model.params")
+
+
 SHAPE, DTYPE, INDEX, NAN = "torch.shape_mismatch", "torch.dtype_mismatch", "cpu.index_error", "torch.nan_inf"
 
 STEPS = {
@@ -310,6 +464,24 @@ STEPS = {
     "ort_matmul_dimensions": Step(ort_matmul_dimensions, SHAPE, "high", "onnxruntime"),
     "ort_gather_past_table": Step(ort_gather_past_table, INDEX, "high", "onnxruntime"),
     "ort_missing_model_decoy": Step(ort_missing_model_decoy, "none", "-", "onnxruntime"),
+    "paddle_matmul_sizes": Step(paddle_matmul_sizes, SHAPE, "high", "paddle"),
+    "paddle_add_incompatible_shapes": Step(paddle_add_incompatible_shapes, SHAPE, "high", "paddle"),
+    "paddle_reshape_size": Step(paddle_reshape_size, SHAPE, "high", "paddle"),
+    "paddle_linear_input_width": Step(paddle_linear_input_width, SHAPE, "high", "paddle"),
+    "paddle_matmul_double_float": Step(paddle_matmul_double_float, DTYPE, "high", "paddle"),
+    "paddle_embedding_past_vocabulary": Step(paddle_embedding_past_vocabulary, INDEX, "high", "paddle"),
+    "paddle_cross_entropy_label_past_classes": Step(paddle_cross_entropy_label_past_classes, INDEX, "high", "paddle"),
+    "paddle_check_nan_inf": Step(paddle_check_nan_inf, NAN, "high", "paddle"),
+    "paddle_gpu_on_cpu_build": Step(paddle_gpu_on_cpu_build, "cuda.not_available", "high", "paddle"),
+    "paddle_missing_file_decoy": Step(paddle_missing_file_decoy, "none", "-", "paddle"),
+    "mxnet_dot_shapes": Step(mxnet_dot_shapes, SHAPE, "high", "mxnet"),
+    "mxnet_add_incompatible_shapes": Step(mxnet_add_incompatible_shapes, SHAPE, "high", "mxnet"),
+    "mxnet_concat_dimensions": Step(mxnet_concat_dimensions, SHAPE, "high", "mxnet"),
+    "mxnet_dense_input_width": Step(mxnet_dense_input_width, SHAPE, "high", "mxnet"),
+    "mxnet_dot_double_float": Step(mxnet_dot_double_float, DTYPE, "high", "mxnet"),
+    "mxnet_load_parameters_head_size": Step(mxnet_load_parameters_head_size, "hf.checkpoint_size_mismatch", "high", "mxnet"),
+    "mxnet_gpu_on_cpu_build": Step(mxnet_gpu_on_cpu_build, "cuda.not_available", "high", "mxnet"),
+    "mxnet_missing_file_decoy": Step(mxnet_missing_file_decoy, "none", "-", "mxnet"),
 }
 
 

@@ -1,13 +1,13 @@
 """Drift fixtures of the other runtimes: the failing steps of ``framework_steps.py`` (TensorFlow /
-Keras, JAX and ONNX Runtime) run under an interpreter that has them.
+Keras, JAX, ONNX Runtime, PaddlePaddle and MXNet) run under an interpreter that has them.
 
     python3 tests/drift/generate_frameworks.py run PYTHON...      run every step under each Python and
                                                                   write the logs + manifest
     python3 tests/drift/generate_frameworks.py check FAULTLINE    diagnose every log with FAULTLINE
 
 Like ``generate.py``: each step runs in its own process, everything it prints is its log
-(``tests/fixtures/drift/frameworks/STEP-tensorflowX.log``, ``STEP-jaxX.log`` or
-``STEP-onnxruntimeX.log``), and
+(``tests/fixtures/drift/frameworks/STEP-tensorflowX.log``, ``STEP-jaxX.log``,
+``STEP-onnxruntimeX.log``, ``STEP-paddleX.log`` or ``STEP-mxnetX.log``), and
 ``manifest.toml`` beside the logs lists the class, confidence and versions of each; entries of
 logs not written by this run are kept. ``check`` is the blind measurement: run it with the rules
 as they are before changing any for these logs.
@@ -32,15 +32,15 @@ def v(name):
         return m.version(name)
     except m.PackageNotFoundError:
         return ""
-print(v("tensorflow") or v("tensorflow-cpu"), v("keras"), v("jax"), v("jaxlib"), v("onnxruntime"), ".".join(map(str, sys.version_info[:3])), sep="|")
+print(v("tensorflow") or v("tensorflow-cpu"), v("keras"), v("jax"), v("jaxlib"), v("onnxruntime"), v("paddlepaddle"), v("mxnet"), ".".join(map(str, sys.version_info[:3])), sep="|")
 """
 KEYS = ["file", "step", "class", "also", "confidence", "framework", "version", "keras", "jaxlib", "python"]
 
 
 def versions(python):
     out = subprocess.run([python, "-c", VERSIONS], capture_output=True, text=True, check=True, env=job_env())
-    tf, keras, jax, jaxlib, ort, py = out.stdout.strip().split("|")
-    return {"tensorflow": tf, "keras": keras, "jax": jax, "jaxlib": jaxlib, "onnxruntime": ort, "python": py}
+    tf, keras, jax, jaxlib, ort, paddle, mxnet, py = out.stdout.strip().split("|")
+    return {"tensorflow": tf, "keras": keras, "jax": jax, "jaxlib": jaxlib, "onnxruntime": ort, "paddle": paddle, "mxnet": mxnet, "python": py}
 
 
 def steps(python):
@@ -55,7 +55,8 @@ def run(pythons):
     entries = read_manifest(MANIFEST)
     for python in pythons:
         v = versions(python)
-        print(f"== {python}: tensorflow {v['tensorflow'] or '-'}, keras {v['keras'] or '-'}, jax {v['jax'] or '-'}, onnxruntime {v['onnxruntime'] or '-'}")
+        found = ", ".join(f"{k} {v[k] or '-'}" for k in ("tensorflow", "keras", "jax", "onnxruntime", "paddle", "mxnet"))
+        print(f"== {python}: {found}")
         for step in steps(python):
             version = v[step["framework"]]
             if not version:
