@@ -2,6 +2,7 @@
 
     python3 tests/drift/generate.py run PYTHON...      run every step under each Python (a venv's
                                                        interpreter) and write the logs + manifest
+    python3 tests/drift/generate.py run --only A,B PYTHON...   the same for the steps named only
     python3 tests/drift/generate.py check FAULTLINE    diagnose every log of the manifest with the
                                                        binary FAULTLINE and print what it finds
 
@@ -114,7 +115,7 @@ def write_manifest(entries, manifest=MANIFEST, keys=TORCH_KEYS, writer="tests/dr
     manifest.write_text("\n".join(lines) + "\n")
 
 
-def run(pythons):
+def run(pythons, only=None):
     OUT.mkdir(parents=True, exist_ok=True)
     entries = read_manifest()
     torch_done = set()
@@ -122,6 +123,8 @@ def run(pythons):
         v = versions(python)
         print(f"== {python}: torch {v['torch']}, transformers {v['transformers'] or '-'}, Python {v['python']}")
         for step in steps(python):
+            if only is not None and step["step"] not in only:
+                continue
             if step["uses"] == "torch" and v["torch"] in torch_done:
                 continue
             if step["uses"] == "transformers" and not v["transformers"]:
@@ -176,8 +179,10 @@ def check(faultline, folder=OUT, environment=torch_environment):
 
 
 def cli(argv, doc, run, check):
-    """`run PYTHON...` or `check FAULTLINE`; anything else prints DOC."""
-    if len(argv) >= 3 and argv[1] == "run":
+    """`run [--only STEP,...] PYTHON...` or `check FAULTLINE`; anything else prints DOC."""
+    if len(argv) >= 5 and argv[1] == "run" and argv[2] == "--only":
+        run(argv[4:], only=set(argv[3].split(",")))
+    elif len(argv) >= 3 and argv[1] == "run" and argv[2] != "--only":
         run(argv[2:])
     elif len(argv) == 3 and argv[1] == "check":
         check(argv[2])

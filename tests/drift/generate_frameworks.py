@@ -3,6 +3,7 @@ Keras, JAX, ONNX Runtime, PaddlePaddle and MXNet) run under an interpreter that 
 
     python3 tests/drift/generate_frameworks.py run PYTHON...      run every step under each Python and
                                                                   write the logs + manifest
+    python3 tests/drift/generate_frameworks.py run --only A,B PYTHON...   the steps named only
     python3 tests/drift/generate_frameworks.py check FAULTLINE    diagnose every log with FAULTLINE
 
 Like ``generate.py``: each step runs in its own process, everything it prints is its log
@@ -50,7 +51,7 @@ def steps(python):
         yield {"step": name, "class": expected, "confidence": confidence, "framework": framework, "also": also}
 
 
-def run(pythons):
+def run(pythons, only=None):
     OUT.mkdir(parents=True, exist_ok=True)
     entries = read_manifest(MANIFEST)
     for python in pythons:
@@ -58,6 +59,8 @@ def run(pythons):
         found = ", ".join(f"{k} {v[k] or '-'}" for k in ("tensorflow", "keras", "jax", "onnxruntime", "paddle", "mxnet"))
         print(f"== {python}: {found}")
         for step in steps(python):
+            if only is not None and step["step"] not in only:
+                continue
             version = v[step["framework"]]
             if not version:
                 continue

@@ -309,6 +309,29 @@ def hf_checkpoint_num_labels():
     BertForSequenceClassification.from_pretrained(folder, num_labels=7)
 
 
+def hf_bf16_model_float_inputs_embeds():
+    """A model cast to bfloat16 given float32 inputs_embeds (embeddings computed elsewhere)."""
+    from transformers import BertForSequenceClassification
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(_bert_config()).to(torch.bfloat16)
+    embeds = torch.randn(2, 16, model.config.hidden_size)
+    out = model(inputs_embeds=embeds, labels=torch.tensor([0, 1]))
+    out.loss.backward()
+
+
+def hf_regression_nan_target():
+    """A regression target with a missing value (NaN), found by anomaly detection."""
+    from transformers import BertForSequenceClassification
+
+    torch.manual_seed(0)
+    torch.autograd.set_detect_anomaly(True)
+    model = BertForSequenceClassification(_bert_config(num_labels=1))
+    ids = torch.randint(5, 1000, (2, 16))
+    out = model(input_ids=ids, labels=torch.tensor([0.5, float("nan")]))
+    out.loss.backward()
+
+
 def hf_pad_without_pad_token_decoy():
     """A batch padded by a tokenizer that has no padding token: not a GPU failure."""
     tokenizer = _word_tokenizer()
@@ -345,6 +368,10 @@ STEPS = {
         hf_sequence_longer_than_positions, "torch.shape_mismatch", "high", "transformers", ("cpu.index_error",)
     ),
     "hf_checkpoint_num_labels": Step(hf_checkpoint_num_labels, "hf.checkpoint_size_mismatch", "high", "transformers"),
+    "hf_bf16_model_float_inputs_embeds": Step(
+        hf_bf16_model_float_inputs_embeds, "torch.dtype_mismatch", "high", "transformers"
+    ),
+    "hf_regression_nan_target": Step(hf_regression_nan_target, "torch.nan_inf", "high", "transformers"),
     "hf_pad_without_pad_token_decoy": Step(hf_pad_without_pad_token_decoy, "none", "-", "transformers"),
 }
 
