@@ -3,6 +3,8 @@
 //! they put in front of each line must not change the diagnosis: every held-out log, each behind
 //! one wrapper (the wrappers take turns), gets the classes and the confidence of the plain log; so
 //! does a log whose copy replaced its spaces and quotes (a web page, a chat) or escaped it as HTML.
+//! A copy hard-wrapped at a terminal's width may lose its diagnosis where a message spans the cut,
+//! but must never mislead: no held-out log, wrapped, gets a confidently wrong answer.
 
 mod support;
 
@@ -123,4 +125,43 @@ fn a_copy_s_substitute_characters_leave_every_held_out_diagnosis_as_it_is() {
         changed.len(),
         changed.join("\n")
     );
+}
+
+/// `log` with every line longer than `width` characters cut into lines of `width` (as a terminal
+/// or `fold -w` leaves a copy).
+fn hard_wrapped(log: &str, width: usize) -> String {
+    let mut out = Vec::new();
+    for line in log.split('\n') {
+        let chars: Vec<char> = line.chars().collect();
+        if chars.is_empty() {
+            out.push(String::new());
+        }
+        out.extend(chars.chunks(width).map(|piece| piece.iter().collect::<String>()));
+    }
+    out.join("\n")
+}
+
+#[test]
+fn a_copy_hard_wrapped_at_200_120_or_80_columns_is_never_confidently_wrong() {
+    let rules = RuleSet::embedded().unwrap_or_else(|e| panic!("{e}"));
+    let mut wrong = Vec::new();
+    for case in &held_out_cases() {
+        for width in [200, 120, 80] {
+            let through = judge(case, &analyze_str(&rules, &hard_wrapped(&case.log, width)));
+            if through.confident_wrong {
+                wrong.push(format!("{} at {width} columns: {:?}", case.id, through.classes));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} confidently wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn hard_wrapping_cuts_long_lines_and_keeps_short_and_empty_ones() {
+    assert_eq!(hard_wrapped("abcdefg\n\nxy", 3), "abc\ndef\ng\n\nxy");
 }

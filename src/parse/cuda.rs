@@ -198,6 +198,12 @@ fn known_by_message(message: &str) -> Option<&'static (&'static str, &'static st
     KNOWN
         .iter()
         .find(|(fragment, ..)| lower.contains(&fragment.to_ascii_lowercase()))
+        // A message that starts with the runtime's name for the error, its words cut after it
+        // (`cudaErrorInitializationError initialization` at a wrapped line's end).
+        .or_else(|| {
+            let name = message.split(|c: char| !c.is_ascii_alphanumeric()).next()?;
+            KNOWN.iter().find(|k| k.1 == name)
+        })
 }
 
 pub(super) fn assertion(out: &mut Collector, line: &Line<'_>) {
@@ -1080,6 +1086,15 @@ mod tests {
             ),
             vec![(Some(700), super::message_of_code("700"))]
         );
+    }
+
+    #[test]
+    fn a_message_cut_after_the_runtimes_name_is_read_by_the_name() {
+        let cut = cuda_errors(
+            "RuntimeError: Unhandled CUDA error: cudaErrorInitializationError initialization\nerror\n",
+        );
+        let read: Vec<_> = cut.iter().map(|e| (e.code, e.name.as_deref())).collect();
+        assert_eq!(read, vec![(Some(3), Some("cudaErrorInitializationError"))]);
     }
 
     #[test]

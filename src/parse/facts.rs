@@ -158,8 +158,18 @@ fn dtypes(out: &mut Collector, line: &Line<'_>) {
     {
         // Older releases: `Expected tensor for argument #1 'input' to have the same type as
         // tensor for argument #2 'weight'; but type torch.cuda.HalfTensor does not equal …`.
-        let input = c.name("i").or(c.name("i2")).or(c.name("i3")).map_or("", |m| m.as_str());
-        let weight = c.name("w").or(c.name("w2")).or(c.name("w3")).map_or("", |m| m.as_str());
+        let input = c.name("i").or(c.name("i2")).or(c.name("i3"));
+        let weight = c.name("w").or(c.name("w2")).or(c.name("w3"));
+        // A name that ends the line without its `…Tensor` / `…Type` was cut there (`torc`).
+        let end = text.trim_end().len();
+        let cut = |m: Option<regex::Match<'_>>| {
+            m.is_some_and(|m| m.end() == end && !m.as_str().ends_with("Tensor") && !m.as_str().ends_with("Type"))
+        };
+        if cut(input) || cut(weight) {
+            return;
+        }
+        let input = input.map_or("", |m| m.as_str());
+        let weight = weight.map_or("", |m| m.as_str());
         let (Some((input_device, input_dtype)), Some((weight_device, weight_dtype))) =
             (tensor_type(input), tensor_type(weight))
         else {
@@ -684,6 +694,11 @@ mod tests {
         // `torch.cuda.FloatTensor` cut after `torch.cud`: neither a dtype nor a device pair.
         assert_eq!(
             facts("RuntimeError: Expected object of type torch.FloatTensor but found type torch.cud\n"),
+            vec![]
+        );
+        // … or cut inside `torch` itself.
+        assert_eq!(
+            facts("RuntimeError: Expected object of type torch.cuda.FloatTensor but found type torc\n"),
             vec![]
         );
     }

@@ -73,8 +73,9 @@ pub fn is_warning_line(line: &Line<'_>) -> bool {
 /// Whether a line's text (whatever its log level) reports a warning: see [`is_warning_line`].
 pub fn is_warning_text(text: &str) -> bool {
     // c10's TORCH_WARN ends its message with `(Triggered internally at <file>:<line>.)`, also
-    // when the `UserWarning:` head was lost (cut, or printed on the line before).
-    regex!(r"\w*Warning: |\[W\d{3,4} |\(Triggered internally at |(?i)will (?:attempt to )?recover|falling back to")
+    // when the `UserWarning:` head was lost (cut, or printed on the line before); torch.cuda's
+    // `CUDA initialization: …` is the text of the warning `is_available()` gives.
+    regex!(r"\w*Warning: |\[W\d{3,4} |\(Triggered internally at |(?i)will (?:attempt to )?recover|falling back to|\bCUDA initialization: ")
         .is_match(text)
 }
 
