@@ -100,10 +100,11 @@ fn shapes(out: &mut Collector, line: &Line<'_>) {
 
 /// `torch.cuda.HalfTensor` → (`cuda`, `Half`); `torch.FloatTensor` → (`cpu`, `Float`);
 /// ATen's `CUDAFloatType` → (`cuda`, `Float`).
-fn tensor_type(name: &str) -> Option<(&'static str, String)> {
-    // A legacy name cut by a wrapped or clipped line (`torch.cud`, `CUDAFlo`) says neither.
+fn tensor_type(name: &str, ends_line: bool) -> Option<(&'static str, String)> {
+    // A name cut by a wrapped or clipped line (`torch.cud`, `CUDAFlo`, or `torc` at the line's
+    // end) says neither.
     let legacy = name.contains('.') || name.starts_with("CUDA") || name.starts_with("CPU");
-    if legacy && !(name.ends_with("Tensor") || name.ends_with("Type")) {
+    if (legacy || ends_line) && !(name.ends_with("Tensor") || name.ends_with("Type")) {
         return None;
     }
     let device = if name.contains("cuda") || name.starts_with("CUDA") {
@@ -158,20 +159,14 @@ fn dtypes(out: &mut Collector, line: &Line<'_>) {
     {
         // Older releases: `Expected tensor for argument #1 'input' to have the same type as
         // tensor for argument #2 'weight'; but type torch.cuda.HalfTensor does not equal …`.
-        let input = c.name("i").or(c.name("i2")).or(c.name("i3"));
-        let weight = c.name("w").or(c.name("w2")).or(c.name("w3"));
-        // A name that ends the line without its `…Tensor` / `…Type` was cut there (`torc`).
         let end = text.trim_end().len();
-        let cut = |m: Option<regex::Match<'_>>| {
-            m.is_some_and(|m| m.end() == end && !m.as_str().ends_with("Tensor") && !m.as_str().ends_with("Type"))
+        let read = |m: Option<regex::Match<'_>>| {
+            let m = m?;
+            tensor_type(m.as_str(), m.end() == end)
         };
-        if cut(input) || cut(weight) {
-            return;
-        }
-        let input = input.map_or("", |m| m.as_str());
-        let weight = weight.map_or("", |m| m.as_str());
-        let (Some((input_device, input_dtype)), Some((weight_device, weight_dtype))) =
-            (tensor_type(input), tensor_type(weight))
+        let input = read(c.name("i").or(c.name("i2")).or(c.name("i3")));
+        let weight = read(c.name("w").or(c.name("w2")).or(c.name("w3")));
+        let (Some((input_device, input_dtype)), Some((weight_device, weight_dtype))) = (input, weight)
         else {
             return;
         };
