@@ -52,6 +52,26 @@ fn advice_lines_are_never_evidence() {
 }
 
 #[test]
+fn the_source_lines_rich_prints_around_a_frame_are_never_evidence() {
+    // rich shows the lines around the raising one; here, the fork check's message of the line
+    // before, which did not run.
+    let d = analyze_str(
+        &rules(),
+        "│ /opt/envs/a/lib/python3.8/site-packages/torch/cuda/__init__.py:211 in _lazy_init                 │
+│                                                                                                  │
+│   208 │   │   │   │   \"Cannot re-initialize CUDA in forked subprocess. To use CUDA with \"        │
+│   209 │   │   │   │   \"multiprocessing, you must use the 'spawn' start method\")                  │
+│   210 │   │   if not hasattr(torch._C, '_cuda_getDeviceCount'):                                  │
+│ ❱ 211 │   │   │   raise AssertionError(\"Torch not compiled with CUDA enabled\")                   │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────╯
+AssertionError: Torch not compiled with CUDA enabled
+",
+    );
+    let classes: Vec<&str> = d.findings.iter().map(|f| f.class.as_str()).collect();
+    assert_eq!(classes, vec!["cuda.not_available"]);
+}
+
+#[test]
 fn the_fingerprint_ignores_numbers_paths_and_line_numbers() {
     let a = analyze_str(
         &rules(),

@@ -54,7 +54,7 @@ mod wrapped;
 pub use advice::advice_kind;
 pub use collector::{AssertId, Collector, MAX_EVENTS};
 pub use oom::parse_size;
-pub use traceback::is_app_path;
+pub use traceback::{is_app_path, is_rich_context_line};
 
 /// A per-line extractor: a trigger regex and the function that reads the line when it fires.
 pub(crate) struct Extractor {

@@ -126,6 +126,18 @@ pub(super) fn classify(text: &str) -> TbLine {
     TbLine::Other
 }
 
+/// Whether a line is one of the source lines rich prints around a frame's current line
+/// (`│   208 │     "Cannot re-initialize CUDA …"  │`): code near the failure that did not run,
+/// unlike the current line, marked `❱`, which a plain traceback prints too.
+pub fn is_rich_context_line(text: &str) -> bool {
+    let Some(inner) = text.trim_start().strip_prefix('│') else {
+        return false;
+    };
+    let inner = inner.trim_start();
+    let digits = inner.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && inner[digits..].trim_start().starts_with('│')
+}
+
 fn rich_content(trimmed: &str) -> Option<TbLine> {
     if trimmed.starts_with('╭') {
         return Some(if trimmed.contains("Traceback") {
@@ -475,6 +487,21 @@ mod tests {
         };
         assert!(f.in_app);
         assert!(matches!(classify("Cell In[3], line 5"), TbLine::IpythonFrame(_)));
+    }
+
+    #[test]
+    fn rich_context_lines_are_told_from_the_current_line_and_from_tables() {
+        assert!(is_rich_context_line(
+            "│   208 │   │   \"Cannot re-initialize CUDA\"   │"
+        ));
+        assert!(is_rich_context_line("  │ 1024│ x = 1 │"));
+        assert!(!is_rich_context_line(
+            "│ ❱ 211 │   raise AssertionError(\"Torch not compiled\") │"
+        ));
+        assert!(!is_rich_context_line(
+            "│ /opt/torch/cuda/__init__.py:211 in _lazy_init │"
+        ));
+        assert!(!is_rich_context_line("| 208 | a markdown table's row |"));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 mod lines;
 
 pub(crate) use lines::TRIGGERS;
-pub use lines::is_app_path;
+pub use lines::{is_app_path, is_rich_context_line};
 
 use lines::{TbLine, classify, parse_frame, parse_rich_frame};
 
