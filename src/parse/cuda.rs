@@ -23,7 +23,7 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         handle: runtime_error,
     },
     Extractor {
-        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |details: CUDA error \d+ |CUDA error !+ <|Gpu API call \(|\(-217:Gpu API call\) |CUDA error \d+ at |CUDA error \d+ '|CUDA error \S+:\d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(|PhysX error: .+ failed! \d+\s*$|\bcu[A-Z]\w* failed with error \d+",
+        trigger: r"THCudaCheck FAIL|CUDA error \(?\d+\)?: |details: CUDA error \d+ |CUDA error !+ <|Gpu API call \(|\(-217:Gpu API call\) |CUDA error \d+ at |CUDA error \d+ '|CUDA error \S+:\d+ '|HIP error: |== cudaSuccess \(\d+ vs\. 0\)|CUDA Error: |CUDA failure \d+: |Cuda Error in [\w:]+: \d+ \(|Error Code \d+: Cuda Runtime \(|(?i:cuda) failed with error |Cuda error: \d+\[|\bcuda[A-Z]\w*\(.*\) failed with error |GPUassert: |CUDA runtime error in \S|\bcuda[A-Z]\w* returned [1-9]\d*\s*$|(?i:cuda) initialization failure with error:? \d+|(?i:cuda) execution failed with error \d+|synchroni[sz]e failed \(\d+\)|CUresult error: \d+ \(|PhysX error: .+ failed! \d+\s*$|\bcu[A-Z]\w* failed with error \d+|CUDA error \(\d+\)(?: at \S+:\d+)?\s*$|^Error [a-z][a-z ]+ at \S+\.cuh?:\d+|^[a-z][a-z ]+ in \S+\.cuh? at line \d+",
         handle: numbered_error,
     },
     Extractor {
@@ -621,6 +621,17 @@ const NUMBERED: &[(&str, CudaApi)] = &[
     // cuEventRecord failed with error 700` (the source location on the next line)
     (r"PhysX error: .+ failed! (?P<n>\d+)\s*$", CudaApi::Driver),
     (r"\bcu[A-Z]\w* failed with error (?P<n>\d+)\b", CudaApi::Driver),
+    // OpenMM's CUDA platform, on the driver API: `Error invoking kernel: CUDA error (700)`, and
+    // with the place: `… for CCMA: CUDA error (700) at …/CudaIntegrationUtilities.cpp:736`
+    (r"CUDA error \((?P<n>\d+)\)(?: at \S+:\d+)?\s*$", CudaApi::Driver),
+    // programs' own check macros, the runtime's message and a CUDA source file's place:
+    // `Error out of memory at cuda_grid_lig.cu:174 …`, and the CUDA by Example book's
+    // HANDLE_ERROR, `out of memory in kernel.cu at line 45`
+    (r"^Error (?P<m>[a-z][a-z ]+?) at \S+\.cuh?:\d+", CudaApi::Runtime),
+    (
+        r"^(?P<m>[a-z][a-z ]+?) in \S+\.cuh? at line \d+",
+        CudaApi::Runtime,
+    ),
     // spconv / cumm: `cuda failed with error 2 out of memory. use CUDA_LAUNCH_BLOCKING=1 …`;
     // CTranslate2 (faster-whisper): `CUDA failed with error out of memory`
     (
@@ -1120,6 +1131,36 @@ mod tests {
         }
         // A code that the two APIs number differently claims nothing.
         assert!(cuda_errors("cuCtxCreate failed with error 35\n").is_empty());
+    }
+
+    #[test]
+    fn openmms_bare_code_is_read_only_where_both_apis_number_it_alike() {
+        let logs = [
+            "Exception: Error synchronizing on event for CCMA: CUDA error (700) at /src/platforms/cuda/src/CudaIntegrationUtilities.cpp:736\n",
+            "An error occurred: Error invoking kernel: CUDA error (700)\n",
+        ];
+        for log in logs {
+            let read: Vec<_> = cuda_errors(log).into_iter().map(|e| (e.code, e.name)).collect();
+            assert_eq!(
+                read,
+                vec![(Some(700), Some("CUDA_ERROR_ILLEGAL_ADDRESS".to_owned()))],
+                "{log}"
+            );
+        }
+        assert!(cuda_errors("Error creating context: CUDA error (35)\n").is_empty());
+    }
+
+    #[test]
+    fn a_programs_check_macro_is_read_by_the_runtimes_message_and_a_cuda_files_place() {
+        for log in [
+            "Error out of memory at /workspace/fftdock/cuda_grid_lig.cu:174  in generating ligand grids using GPU\n",
+            "out of memory in kernel.cu at line 45\n",
+        ] {
+            let read: Vec<_> = cuda_errors(log).into_iter().map(|e| e.code).collect();
+            assert_eq!(read, vec![Some(2)], "{log}");
+        }
+        // a C++ file's place is not a CUDA check
+        assert!(cuda_errors("Error out of memory at /src/pool.cpp:12\n").is_empty());
     }
 
     #[test]
