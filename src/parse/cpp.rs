@@ -49,8 +49,14 @@ impl CppTraces {
         let text = line.text;
         if let Some((index, at)) = self.terminate {
             if let Some(c) = regex!(r"^\s*what\(\):\s+(?P<w>.+)$").captures(text) {
+                let what = c["w"].trim();
+                let mut from_thrust = false;
                 if let Some(EventKind::CppException(e)) = out.get_mut(index).map(|e| &mut e.kind) {
-                    e.what = Some(c["w"].trim().to_owned());
+                    e.what = Some(what.to_owned());
+                    from_thrust = e.type_name.starts_with("thrust::");
+                }
+                if from_thrust {
+                    super::cuda::thrust_error(out, line, what);
                 }
                 self.terminate = None;
             } else if line.number > at + WHAT_WINDOW {
@@ -179,6 +185,23 @@ done
         let got = traces("frame #0: c10::Error::Error() + 0x1 (0x1 in libc10.so)\n");
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].1.raised_from, None);
+    }
+
+    #[test]
+    fn thrusts_what_gives_the_cuda_error_at_its_end() {
+        let codes: Vec<_> = parse_str(
+            "terminate called after throwing an instance of 'thrust::system::system_error'
+  what():  radix_sort: failed to get memory buffer: out of memory
+",
+        )
+        .events
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::CudaError(c) => Some(c.code),
+            _ => None,
+        })
+        .collect();
+        assert_eq!(codes, vec![Some(2)]);
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         trigger: BARE_MESSAGE,
         handle: bare_message_error,
     },
+    Extractor {
+        trigger: r"\.cuh?: \d+: |Check failed: \[\w+ == cudaSuccess\]",
+        handle: checked_message,
+    },
 ];
 
 /// An exception whose whole message is one of the CUDA runtime's own error strings, as wrappers
@@ -508,6 +512,37 @@ pub(super) fn cuda_error(message: &str, api: CudaApi, code: Option<u32>, name: O
     })
 }
 
+/// Thrust's exceptions (`thrust::system::system_error`) say the step that failed, then the
+/// runtime's message: `parallel_for failed: out of memory`, `radix_sort: failed to get memory
+/// buffer: out of memory`. The last part is read as a CUDA error when it is one of the runtime's
+/// messages.
+pub(super) fn thrust_error(out: &mut Collector, line: &Line<'_>, what: &str) {
+    let last = what
+        .rsplit(": ")
+        .next()
+        .unwrap_or(what)
+        .trim()
+        .trim_end_matches('.');
+    if known_by_message(last).is_some() {
+        out.emit(line, cuda_error(last, CudaApi::Runtime, None, None));
+    }
+}
+
+/// A program's check that prints the runtime's message alone after its place or its condition:
+/// XGBoost's `../src/common/host_device_vector.cu: 259: initialization error`, and easylogging's
+/// CHECK in ThunderSVM, `Check failed: [error == cudaSuccess]  unknown error`. Read only when the
+/// message is one of the runtime's.
+fn checked_message(out: &mut Collector, line: &Line<'_>) {
+    let re = regex!(r"(?:\S+\.cuh?: \d+:|Check failed: \[\w+ == cudaSuccess\]) +(?P<m>[^:]+?)\.?\s*$");
+    let Some(c) = re.captures(line.text) else {
+        return;
+    };
+    let message = c["m"].trim();
+    if known_by_message(message).is_some() {
+        out.emit(line, cuda_error(message, CudaApi::Runtime, None, None));
+    }
+}
+
 fn runtime_error(out: &mut Collector, line: &Line<'_>) {
     let Some(c) = regex!(r"CUDA error: (?P<msg>.+?)(?: at \S+:\d+)?$").captures(line.text) else {
         return;
@@ -711,6 +746,15 @@ fn driver_error(out: &mut Collector, line: &Line<'_>) {
     };
     let name = format!("CUDA_ERROR_{}", &c["name"]);
     let known = KNOWN.iter().find(|k| k.2 == name);
+    // cudarc (candle and other Rust programs) quotes the driver's message after the name:
+    // `DriverError(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")`; where a paste broke the name
+    // (`CUDA_ERROR_OUT_O F_MEMORY`), the message still says which error it is.
+    if known.is_none()
+        && let Some(q) = regex!(r#"DriverError\([^")]*, "(?P<m>[^"]+)"\)"#).captures(text)
+    {
+        out.emit(line, cuda_error(&q["m"], CudaApi::Driver, None, None));
+        return;
+    }
     let message = c
         .name("msg")
         .map(|m| m.as_str().trim().to_owned())
@@ -1161,6 +1205,34 @@ mod tests {
         }
         // a C++ file's place is not a CUDA check
         assert!(cuda_errors("Error out of memory at /src/pool.cpp:12\n").is_empty());
+    }
+
+    #[test]
+    fn cudarcs_quoted_message_says_which_error_a_broken_name_was() {
+        let read: Vec<_> = cuda_errors("DriverError(CUDA_ERROR_OUT_O F_MEMORY, \"out of memory\")\n")
+            .into_iter()
+            .map(|e| e.code)
+            .collect();
+        assert_eq!(read, vec![Some(2)]);
+    }
+
+    #[test]
+    fn a_checks_bare_runtime_message_after_its_place_or_condition_is_a_cuda_error() {
+        for (log, code) in [
+            (
+                "xgboost.core.XGBoostError: [01:50:07] ../src/common/common.h:44: ../src/common/host_device_vector.cu: 259: initialization error\n",
+                3,
+            ),
+            (
+                "2021-05-03 15:29:31,316 FATAL [default] Check failed: [error == cudaSuccess]  unknown error\n",
+                999,
+            ),
+        ] {
+            let read: Vec<_> = cuda_errors(log).into_iter().map(|e| e.code).collect();
+            assert_eq!(read, vec![Some(code)], "{log}");
+        }
+        // a message that is not the runtime's claims nothing
+        assert!(cuda_errors("../src/tree/updater.cu: 80: bad split\n").is_empty());
     }
 
     #[test]

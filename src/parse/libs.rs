@@ -29,7 +29,8 @@ pub(super) const EXTRACTORS: &[Extractor] = &[
         // NCCL_ERROR_…: <result text>` and RAFT's `NCCL_ERROR: b'<result text>'`. NCCL's own
         // `unhandled system error` / `unhandled cuda error` need no name beside them (HugeCTR's
         // `Runtime error: unhandled system error` over its `ncclGroupEnd()` line).
-        trigger: r"(?i)nccl[ _]?error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?i:unhandled (?:system|cuda) error)|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )|NCCL failure [^']*'",
+        // XGBoost's check gives the result's text after `NCCL failure :`.
+        trigger: r"(?i)nccl[ _]?error|nccl(?:Unhandled\w*Error|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|(?i:unhandled (?:system|cuda) error)|(?-i:\bnccl[A-Z]\w*(?:\([^)]*\))? failed: )|NCCL failure [^']*'|NCCL failure ?:",
         handle: nccl_error,
     },
     Extractor {
@@ -785,6 +786,19 @@ mod tests {
                     code: "ncclUnhandledCudaError".into()
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn xgboosts_nccl_check_gives_the_results_text() {
+        let kinds = nccl_kinds(
+            "Exception in gpu_hist: ../src/common/device_helpers.cuh:135: NCCL failure :remote process exited or there was a network error ../src/collective/nccl_device_communicator.cuh(54)\n",
+        );
+        assert_eq!(
+            kinds,
+            vec![NcclKind::Error {
+                code: "ncclRemoteError".into()
+            }]
         );
     }
 
