@@ -7,7 +7,7 @@ use crate::normalize::Line;
 pub(super) const EXTRACTORS: &[Extractor] = &[
     Extractor {
         // (`CUDA error: <cuBLAS status text>` is how ggml / llama.cpp report a cuBLAS status.)
-        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|(?i:cublas runtime error) ?: |cuBLAS API failed with status \d+|(?i:cublas error)\s*\(\d+\)|(?i:cublas error) \d+ at |(?i:cublas error) at \S+ code=\d+|(?i:cublas error): \d+ - |(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|(?i:cublas).*): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an unsupported value or parameter was passed to the function|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
+        trigger: r"CUBLAS_STATUS_[A-Z_]+|!!!! kernel execution error\.|cuBLAS Error in \w+: \d+ \(|(?i:cublas)\w* error \d+ in |Could not initialize cublas|(?i:cublas runtime error) ?: |cuBLAS API failed with status \d+|(?i:cublas error)\s*\(\d+\)|(?i:cublas error) \d+ at |(?i:cublas error) at \S+ code=\d+|(?i:cublas error): \d+ - |(?i:cublas) call \w+.* failed at \S+ '|(?:CUDA error|(?i:cublas).*): (?:the library was not initialized|the resource allocation failed|an invalid numeric value was used as an argument|an unsupported value or parameter was passed to the function|an absent device architectural feature is required|an access to GPU memory space failed|the GPU program failed to execute|an internal operation failed|the requested functionality is not supported)",
         handle: cublas,
     },
     Extractor {
@@ -131,11 +131,13 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
             None => return,
         }
     } else if let Some(c) = regex!(
-        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas error)\s*\((?P<o>\d+)\)|(?i:cublas error) (?P<p>\d+) at |(?i:cublas error) at \S+ code=(?P<q>\d+)|(?i:cublas error): (?P<r>\d+) - "
+        r"cuBLAS API failed with status (?P<n>\d+)|CUBLAS_STATUS_SUCCESS \((?P<m>\d+) vs\. 0\)|(?i:cublas error)\s*\((?P<o>\d+)\)|(?i:cublas error) (?P<p>\d+) at |(?i:cublas error) at \S+ code=(?P<q>\d+)|(?i:cublas error): (?P<r>\d+) - |cuBLAS Error in \w+: (?P<s>\d+) \(|(?i:cublas)\w* error (?P<t>\d+) in "
     )
     .captures(text)
     {
-        let n: u32 = ["n", "m", "o", "p", "q", "r"]
+        // TensorRT's `cuBLAS Error in CublasWrapper: 1 (Could not initialize cublas. …)`, a
+        // plugin's `cublasgemm error 13 in deconvolution`
+        let n: u32 = ["n", "m", "o", "p", "q", "r", "s", "t"]
             .iter()
             .find_map(|g| c.name(g))
             .and_then(|m| m.as_str().parse().ok())
@@ -150,6 +152,10 @@ fn cublas(out: &mut Collector, line: &Line<'_>) {
         .or_else(|| status_text_after_cublas(text))
     {
         status.to_owned()
+    } else if regex!(r"Could not initialize cublas(?:Lt)?\b").is_match(text) {
+        // TensorRT since 8: `Error Code 1: Cublas (Could not initialize cublasLt. Please check CUDA
+        // installation.)`, its `1` TensorRT's own code
+        "NOT_INITIALIZED".to_owned()
     } else if let Some(c) =
         regex!(r"!!!! kernel execution error\.(?: \(m: \d+, n: \d+, k: \d+, error: (?P<n>\d+)\))?").captures(text)
     {
@@ -543,6 +549,22 @@ mod tests {
                 "RuntimeError: CUBLAS Runtime Error : the GPU program failed to execute at THCBlas.cu:258"
             )
             .status,
+            "EXECUTION_FAILED"
+        );
+    }
+
+    #[test]
+    fn tensorrts_cublas_wordings_give_the_status() {
+        assert_eq!(
+            cublas("[TensorRT] ERROR: ../rtSafe/cublas/cublasWrapper.cpp (71) - cuBLAS Error in CublasWrapper: 1 (Could not initialize cublas. Please check CUDA installation.)").status,
+            "NOT_INITIALIZED"
+        );
+        assert_eq!(
+            cublas("[07/26/2022-11:14:38] [TRT] [E] 1: [ltWrapper.cpp::CublasLtWrapper::66] Error Code 1: Cublas (Could not initialize cublasLt.").status,
+            "NOT_INITIALIZED"
+        );
+        assert_eq!(
+            cublas("cublasgemm error 13 in deconvolution").status,
             "EXECUTION_FAILED"
         );
     }
