@@ -47,7 +47,10 @@ impl LineSink for LineAnalyzer<'_> {
         };
         automata.set.matches(line.text.as_bytes(), matches);
         let (patterns, triggers) = automata.split(matches.as_slice());
-        self.matcher.record(line, patterns);
+        // The parser reads the line first: it knows whether the line is a traceback's code.
         self.parser.triggered_line(line, triggers);
+        if !self.parser.read_code_context() {
+            self.matcher.record(line, patterns);
+        }
     }
 }

@@ -72,6 +72,30 @@ AssertionError: Torch not compiled with CUDA enabled
 }
 
 #[test]
+fn the_source_lines_ipython_prints_around_a_frame_are_never_evidence() {
+    let d = analyze_str(
+        &rules(),
+        "---------------------------------------------------------------------------
+AssertionError                            Traceback (most recent call last)
+Cell In[3], line 1
+----> 1 x = torch.zeros(1).cuda()
+
+File ~/envs/a/lib/python3.10/site-packages/torch/cuda/__init__.py:289, in _lazy_init()
+    284     raise RuntimeError(
+    285         \"Cannot re-initialize CUDA in forked subprocess. To use CUDA with \"
+    286         \"multiprocessing, you must use the 'spawn' start method\"
+    287     )
+    288 if not hasattr(torch._C, \"_cuda_getDeviceCount\"):
+--> 289     raise AssertionError(\"Torch not compiled with CUDA enabled\")
+
+AssertionError: Torch not compiled with CUDA enabled
+",
+    );
+    let classes: Vec<&str> = d.findings.iter().map(|f| f.class.as_str()).collect();
+    assert_eq!(classes, vec!["cuda.not_available"]);
+}
+
+#[test]
 fn the_fingerprint_ignores_numbers_paths_and_line_numbers() {
     let a = analyze_str(
         &rules(),

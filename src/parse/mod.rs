@@ -221,6 +221,12 @@ impl Parser {
         self.children.line(&mut self.out, line, starts.child);
         self.wrapped.line(&mut self.out, line, starts.wrapped);
     }
+
+    /// Whether the line just read was source code a traceback shows around a frame (IPython's
+    /// numbered context lines), which no rule should take for what the program printed.
+    pub fn read_code_context(&self) -> bool {
+        self.tracebacks.last_was_context()
+    }
 }
 
 impl LineSink for Parser {

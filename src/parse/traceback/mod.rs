@@ -35,6 +35,8 @@ pub(super) struct Tracebacks {
     open: Vec<Builder>,
     /// Origin announced for the next traceback of a rank, and the line that announced it.
     pending_origin: Vec<(Option<u32>, Origin, u64)>,
+    /// Whether the last line fed was a source line IPython prints around a frame's current line.
+    context_line: bool,
 }
 
 impl Tracebacks {
@@ -42,8 +44,16 @@ impl Tracebacks {
         !self.open.is_empty()
     }
 
+    /// Whether the last line fed was one of the source lines IPython prints around a frame's
+    /// current line (`    208         "Cannot re-initialize CUDA …"`): code near the failure that
+    /// did not run. The current line, marked `---->`, is not one.
+    pub(super) fn last_was_context(&self) -> bool {
+        self.context_line
+    }
+
     /// Feeds a line; `may_start` says whether it matches a trigger that can open a traceback.
     pub(super) fn line(&mut self, out: &mut Collector, line: &Line<'_>, may_start: bool) {
+        self.context_line = false;
         self.close_stale(out, line.number);
         let open_here = self.open.iter().any(|b| b.rank == line.rank());
         if !open_here && !may_start {
@@ -51,8 +61,13 @@ impl Tracebacks {
         }
         let tb = classify(line.text);
         if let Some(i) = self.open.iter().position(|b| b.rank == line.rank()) {
+            let ipython = self.open[i].style == TracebackStyle::Ipython;
             match self.open[i].feed(&tb, line) {
-                Feed::Taken => return,
+                Feed::Taken => {
+                    self.context_line =
+                        ipython && matches!(tb, TbLine::Other) && is_ipython_context_line(line.text);
+                    return;
+                }
                 Feed::Done { reprocess } => {
                     let builder = self.open.remove(i);
                     self.close(builder, out);
@@ -478,6 +493,13 @@ impl Builder {
         });
         (traceback, lines, next_origin)
     }
+}
+
+/// IPython's numbered source lines: indentation, the line's number, then the code.
+fn is_ipython_context_line(text: &str) -> bool {
+    let rest = text.trim_start();
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest.len() < text.len() && digits > 0 && rest[digits..].starts_with(' ')
 }
 
 /// Whether rich content could be the start of a wrapped `path:line in function` header.
