@@ -1,7 +1,8 @@
 //! Version drift: the same failing training steps run under several releases of torch and
 //! transformers (`tests/drift/steps.py`, written by `tests/drift/generate.py`), and the other
-//! runtimes' words for the same classes (`framework_steps.py`: TensorFlow / Keras, JAX and ONNX
-//! Runtime, in `frameworks/`), each log kept as the job printed it, with the versions in its name. New releases change wordings; when a rule
+//! runtimes' words for the same classes (`framework_steps.py`: TensorFlow / Keras, JAX, ONNX
+//! Runtime, PaddlePaddle, MXNet and Lightning, in `frameworks/`), each log kept as the job printed
+//! it, with the versions in its name. New releases change wordings; when a rule
 //! no longer fires on a newer wording, or fires with less confidence, these tests name the log,
 //! its versions and what faultline said instead. `tests/fixtures/drift/manifest.toml` says what
 //! each log must be diagnosed as; `tests/drift/README.md` how the logs were made and what the
@@ -37,7 +38,7 @@ struct Entry {
     torch: Option<String>,
     transformers: Option<String>,
     /// … or another runtime's (`framework_steps.py`): `tensorflow`, `jax`, `onnxruntime`,
-    /// `paddle` or `mxnet`, and its version.
+    /// `paddle`, `mxnet` or `lightning` (with the torch under it), and its version.
     framework: Option<String>,
     version: Option<String>,
     keras: Option<String>,
@@ -73,7 +74,7 @@ impl Entry {
                     .unwrap_or_default();
                 format!("{}-torch{torch}{hf}.log", self.step)
             }
-            (None, Some(framework), Some(version)) => format!("{}-{framework}{version}.log", self.step),
+            (_, Some(framework), Some(version)) => format!("{}-{framework}{version}.log", self.step),
             _ => format!("{}: names neither torch nor one other framework", self.file),
         }
     }
@@ -188,13 +189,13 @@ fn the_manifest_lists_every_log_of_the_folder_and_names_the_versions_in_each_fil
 }
 
 #[test]
-fn the_other_runtimes_logs_cover_tensorflow_jax_onnx_runtime_paddle_and_mxnet_with_decoys() {
+fn the_other_runtimes_logs_cover_tensorflow_jax_onnx_runtime_paddle_mxnet_and_lightning_with_decoys() {
     let [frameworks, _] = folders();
     let entries = manifest(&frameworks).log;
     let runtimes: BTreeSet<&str> = entries.iter().filter_map(|e| e.framework.as_deref()).collect();
     assert_eq!(
         runtimes,
-        BTreeSet::from(["jax", "mxnet", "onnxruntime", "paddle", "tensorflow"])
+        BTreeSet::from(["jax", "lightning", "mxnet", "onnxruntime", "paddle", "tensorflow"])
     );
     for runtime in runtimes {
         assert!(

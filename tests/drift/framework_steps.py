@@ -1,4 +1,4 @@
-"""Failing steps of TensorFlow / Keras, JAX, ONNX Runtime, PaddlePaddle and MXNet whose error
+"""Failing steps of TensorFlow / Keras, JAX, ONNX Runtime, PaddlePaddle, MXNet and Lightning whose error
 wordings come from host code, one per process: the other runtimes' words for the classes
 `steps.py` makes torch print.
 
@@ -13,8 +13,10 @@ missing file) that must not read as a GPU failure; ONNX Runtime's steps run grap
 with `onnx.helper` on its CPU provider (an input of another dtype or width, a MatMul whose
 dimensions differ, a Gather past its table); PaddlePaddle's and MXNet's run the same mistakes on
 their CPU packages (MXNet's embedding clamps ids, so it has no index step; its parameters loaded
-into a head of another size stand for the checkpoint class). FRAMEWORK is `tensorflow`, `jax`,
-`onnxruntime`, `paddle` or `mxnet`: the generator (`generate_frameworks.py`) names each log after
+into a head of another size stand for the checkpoint class); Lightning's fit the same mistakes inside
+a LightningModule on the CPU, with the progress bar and summaries a Trainer prints (Lightning 2 or
+pytorch_lightning 1.x, whichever is installed). FRAMEWORK is `tensorflow`, `jax`, `onnxruntime`,
+`paddle`, `mxnet` or `lightning`: the generator (`generate_frameworks.py`) names each log after
 that framework's version.
 """
 
@@ -436,6 +438,95 @@ def mxnet_missing_file_decoy():
     mx.nd.load("/nonexistent/model.params")
 
 
+# ---------------------------------------------------------------- Lightning
+
+
+def _pl():
+    """Lightning 2's package, or the pytorch_lightning of 1.x."""
+    try:
+        import lightning.pytorch as pl
+    except ImportError:
+        import pytorch_lightning as pl
+    return pl
+
+
+def _fit(module, ckpt_path=None, **trainer_args):
+    """Fits `module` for one step on the CPU, with the progress bar and the summary Lightning prints."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    pl = _pl()
+    data = DataLoader(TensorDataset(torch.randn(16, 100), torch.randint(0, 3, (16,))), batch_size=8)
+    args = dict(accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False)
+    args.update(trainer_args)
+    trainer = pl.Trainer(**args)
+    trainer.fit(module, data, ckpt_path=ckpt_path)
+    return trainer
+
+
+def _classifier(features_in, classes, loss=None):
+    import torch
+    import torch.nn.functional as F
+
+    pl = _pl()
+
+    class Classifier(pl.LightningModule):
+        def __init__(self, features_in=features_in, classes=classes):
+            super().__init__()
+            self.save_hyperparameters()
+            self.head = torch.nn.Linear(features_in, classes)
+
+        def training_step(self, batch, _):
+            x, y = batch
+            logits = self.head(x)
+            return loss(logits, y) if loss else F.cross_entropy(logits, y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    return Classifier
+
+
+def lightning_gpu_without_gpu():
+    """A Trainer asked for a GPU on a machine with none."""
+    _pl().Trainer(accelerator="gpu", devices=1)
+
+
+def lightning_training_step_shape():
+    """A head built for 784 features given batches of 100."""
+    _fit(_classifier(784, 3)())
+
+
+def lightning_checkpoint_head_size():
+    """A checkpoint of a 3-class head loaded into a model built for 7 classes."""
+    import os
+    import tempfile
+
+    model = _classifier(100, 3)
+    path = os.path.join(tempfile.mkdtemp(), "head.ckpt")
+    _fit(model()).save_checkpoint(path)
+    model.load_from_checkpoint(path, classes=7)
+
+
+def lightning_detect_anomaly_nan():
+    """A loss whose backward is NaN (a square root of negatives), found by detect_anomaly."""
+    import torch
+
+    _fit(_classifier(100, 3, loss=lambda logits, y: torch.sqrt(logits - 1e3).mean())(), detect_anomaly=True)
+
+
+def lightning_target_past_classes():
+    """Labels up to 11 for a 3-class head (cross-entropy on the CPU)."""
+    import torch.nn.functional as F
+
+    _fit(_classifier(100, 3, loss=lambda logits, y: F.cross_entropy(logits, y + 9))())
+
+
+def lightning_missing_checkpoint_decoy():
+    """Resuming from a checkpoint path that does not exist: no GPU cause."""
+    _fit(_classifier(100, 3)(), ckpt_path="/nonexistent/last.ckpt")
+
+
 SHAPE, DTYPE, INDEX, NAN = "torch.shape_mismatch", "torch.dtype_mismatch", "cpu.index_error", "torch.nan_inf"
 
 STEPS = {
@@ -482,6 +573,12 @@ STEPS = {
     "mxnet_load_parameters_head_size": Step(mxnet_load_parameters_head_size, "hf.checkpoint_size_mismatch", "high", "mxnet"),
     "mxnet_gpu_on_cpu_build": Step(mxnet_gpu_on_cpu_build, "cuda.not_available", "high", "mxnet"),
     "mxnet_missing_file_decoy": Step(mxnet_missing_file_decoy, "none", "-", "mxnet"),
+    "lightning_gpu_without_gpu": Step(lightning_gpu_without_gpu, "cuda.not_available", "medium", "lightning"),
+    "lightning_training_step_shape": Step(lightning_training_step_shape, SHAPE, "high", "lightning"),
+    "lightning_checkpoint_head_size": Step(lightning_checkpoint_head_size, "hf.checkpoint_size_mismatch", "high", "lightning"),
+    "lightning_detect_anomaly_nan": Step(lightning_detect_anomaly_nan, NAN, "high", "lightning"),
+    "lightning_target_past_classes": Step(lightning_target_past_classes, INDEX, "high", "lightning"),
+    "lightning_missing_checkpoint_decoy": Step(lightning_missing_checkpoint_decoy, "none", "-", "lightning"),
 }
 
 
