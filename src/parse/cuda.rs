@@ -213,14 +213,18 @@ fn known_by_message(message: &str) -> Option<&'static (&'static str, &'static st
 pub(super) fn assertion(out: &mut Collector, line: &Line<'_>) {
     let text = line.text;
     let grid = thread_grid(text);
+    let cut_thread = grid.is_none().then(|| thread_after_cut_block(text)).flatten();
+    let in_kernel = grid.is_some() || cut_thread.is_some();
     let expression = assertion_expression(text).or_else(|| {
-        grid.and_then(|_| cut_assertion_expression(text).or_else(|| unquoted_assertion_expression(text)))
+        in_kernel
+            .then(|| cut_assertion_expression(text).or_else(|| unquoted_assertion_expression(text)))
+            .flatten()
     });
     let Some(expression) = expression else {
         return;
     };
     let location = source_location(text);
-    if grid.is_none() && is_host_assertion(text, location.as_ref().map(|l| l.ext)) {
+    if !in_kernel && is_host_assertion(text, location.as_ref().map(|l| l.ext)) {
         return;
     }
     let id = AssertId {
@@ -230,8 +234,15 @@ pub(super) fn assertion(out: &mut Collector, line: &Line<'_>) {
     };
     let describe = || new_assert(id, kernel_function(text, location.as_ref()));
     let block = grid.map(|g| without_spaces(g.0));
-    let thread = grid.map(|g| without_spaces(g.1));
+    let thread = grid.map(|g| g.1).or(cut_thread).map(without_spaces);
     out.assertion(line, id, describe, block.as_deref(), thread.as_deref());
+}
+
+/// The thread index of a kernel's assertion line that a terminal wrapped inside its block index:
+/// the line starts with the block's tail (`0,0], thread: [78,0,0] Assertion `…` fa`).
+fn thread_after_cut_block(text: &str) -> Option<&str> {
+    let c = regex!(r"^\s*[\d, ]*\], thread: \[(?P<t>[\d, ]+)\] Assertion ").captures(text)?;
+    c.name("t").map(|t| t.as_str())
 }
 
 /// The event of an assertion seen for the first time.
@@ -935,6 +946,17 @@ mod tests {
             .collect()
     }
 
+    /// The device assertions found in `log`, in order.
+    fn assertions(log: &str) -> Vec<crate::model::CudaAssert> {
+        kinds(log)
+            .into_iter()
+            .filter_map(|k| match k {
+                EventKind::CudaAssert(a) => Some(a),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// `(code, message)` of each CUDA error found in `log`.
     fn codes_and_messages(log: &str) -> Vec<(Option<u32>, String)> {
         cuda_errors(log)
@@ -1233,6 +1255,20 @@ mod tests {
         }
         // a message that is not the runtime's claims nothing
         assert!(cuda_errors("../src/tree/updater.cu: 80: bad split\n").is_empty());
+    }
+
+    #[test]
+    fn an_assertion_wrapped_inside_its_block_index_and_its_failed_is_still_read() {
+        let asserts = assertions(
+            "[ 3.62s/it] C:/cb/pytorch_1000000000000/work/aten/src/ATen/native/cuda/IndexKernel.cu:142: block: [0,\n0,0], thread: [78,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && \"index out of bounds\"` fa\niled.\n",
+        );
+        let expressions: Vec<_> = asserts.iter().map(|a| a.expression.as_str()).collect();
+        assert_eq!(
+            expressions,
+            vec!["index >= -sizes[i] && index < sizes[i] && \"index out of bounds\""]
+        );
+        // a host program's line that starts the same way is not a kernel's
+        assert!(assertions("0,0] Assertion `x > 0` fa\n").is_empty());
     }
 
     #[test]
