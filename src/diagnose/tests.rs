@@ -13,6 +13,11 @@ fn analyze_with_the_prefilter_on_one_thread(rules: &RuleSet, log: &[u8]) -> Anal
     finish(rules, sink, stats, Window::of(log))
 }
 
+/// The class of each finding, in the diagnosis's order.
+fn classes(d: &Diagnosis) -> Vec<&str> {
+    d.findings.iter().map(|f| f.class.as_str()).collect()
+}
+
 /// Asserts that two analyses found the same events and made the same diagnosis.
 fn assert_same_analysis(got: &Analysis, expected: &Analysis, context: &str) {
     assert_eq!(got.parsed.events, expected.parsed.events, "{context}");
@@ -67,8 +72,7 @@ fn the_source_lines_rich_prints_around_a_frame_are_never_evidence() {
 AssertionError: Torch not compiled with CUDA enabled
 ",
     );
-    let classes: Vec<&str> = d.findings.iter().map(|f| f.class.as_str()).collect();
-    assert_eq!(classes, vec!["cuda.not_available"]);
+    assert_eq!(classes(&d), vec!["cuda.not_available"]);
 }
 
 #[test]
@@ -91,8 +95,7 @@ File ~/envs/a/lib/python3.10/site-packages/torch/cuda/__init__.py:289, in _lazy_
 AssertionError: Torch not compiled with CUDA enabled
 ",
     );
-    let classes: Vec<&str> = d.findings.iter().map(|f| f.class.as_str()).collect();
-    assert_eq!(classes, vec!["cuda.not_available"]);
+    assert_eq!(classes(&d), vec!["cuda.not_available"]);
 }
 
 #[test]

@@ -939,9 +939,12 @@ mod tests {
     fn cuda_errors(log: &str) -> Vec<crate::model::CudaError> {
         kinds(log)
             .into_iter()
-            .filter_map(|k| match k {
-                EventKind::CudaError(e) => Some(e),
-                _ => None,
+            .filter_map(|k| {
+                if let EventKind::CudaError(e) = k {
+                    Some(e)
+                } else {
+                    None
+                }
             })
             .collect()
     }
@@ -950,9 +953,12 @@ mod tests {
     fn assertions(log: &str) -> Vec<crate::model::CudaAssert> {
         kinds(log)
             .into_iter()
-            .filter_map(|k| match k {
-                EventKind::CudaAssert(a) => Some(a),
-                _ => None,
+            .filter_map(|k| {
+                if let EventKind::CudaAssert(a) = k {
+                    Some(a)
+                } else {
+                    None
+                }
             })
             .collect()
     }

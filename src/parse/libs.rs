@@ -812,28 +812,24 @@ mod tests {
     }
 
     #[test]
-    fn xgboosts_nccl_check_gives_the_results_text() {
-        let kinds = nccl_kinds(
-            "Exception in gpu_hist: ../src/common/device_helpers.cuh:135: NCCL failure :remote process exited or there was a network error ../src/collective/nccl_device_communicator.cuh(54)\n",
-        );
-        assert_eq!(
-            kinds,
-            vec![NcclKind::Error {
-                code: "ncclRemoteError".into()
-            }]
-        );
-    }
-
-    #[test]
     fn nccls_own_result_text_is_an_nccl_error_without_its_name_beside_it() {
-        let kinds = nccl_kinds(
-            "RuntimeError: Runtime error: unhandled system error\n        ncclGroupEnd() at ResourceManagerCore(/hugectr/HugeCTR/src/resource_managers/resource_manager_core.cpp:175)\n",
-        );
-        assert_eq!(
-            kinds,
-            vec![NcclKind::Error {
-                code: "ncclSystemError".into()
-            }]
-        );
+        for (log, code) in [
+            // HugeCTR, over its `ncclGroupEnd()` line
+            (
+                "RuntimeError: Runtime error: unhandled system error\n        ncclGroupEnd() at ResourceManagerCore(/hugectr/HugeCTR/src/resource_managers/resource_manager_core.cpp:175)\n",
+                "ncclSystemError",
+            ),
+            // XGBoost's check
+            (
+                "Exception in gpu_hist: ../src/common/device_helpers.cuh:135: NCCL failure :remote process exited or there was a network error ../src/collective/nccl_device_communicator.cuh(54)\n",
+                "ncclRemoteError",
+            ),
+        ] {
+            assert_eq!(
+                nccl_kinds(log),
+                vec![NcclKind::Error { code: code.into() }],
+                "{log}"
+            );
+        }
     }
 }
