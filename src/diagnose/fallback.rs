@@ -8,7 +8,7 @@
 //! way, so every face gives the same diagnosis.
 
 use crate::model::FindingOrigin;
-use crate::normalize::Line;
+use crate::normalize::{Line, LineMeta};
 use crate::parse::Parsed;
 use crate::rules::matcher::{Match, Matcher};
 use crate::rules::{DetectorAutomata, LoadError, RuleSet};
@@ -73,11 +73,22 @@ pub fn detect(
         automata,
         matches: automata.new_matches(),
         slots: Vec::new(),
-        matcher: Matcher::for_detectors(rules, automata.ids()),
+        matched: Vec::new(),
     };
     let stats = scan::scan_slice_sparse(window.lines(), &automata.prefilter, &mut sink);
     let before = log_lines.saturating_sub(stats.lines);
-    let mut found = sink.matcher.evaluate(parsed);
+    let mut matcher = Matcher::for_detectors(rules, automata.ids());
+    for held in &sink.matched {
+        if parsed.code_lines.binary_search(&(held.number + before)).is_err() {
+            let line = Line {
+                number: held.number,
+                text: &held.text,
+                meta: held.meta,
+            };
+            matcher.record(&line, &held.slots);
+        }
+    }
+    let mut found = matcher.evaluate(parsed);
     for m in &mut found {
         debug_assert_eq!(rules.rules()[m.rule].origin, FindingOrigin::Detector);
         for e in &mut m.evidence {
@@ -87,20 +98,37 @@ pub fn detect(
     Ok(found)
 }
 
-/// Feeds the window's candidate lines to the detectors' matcher.
+/// Finds the window's lines that match a detector pattern.
 struct DetectorLines<'r> {
     automata: &'r DetectorAutomata,
     matches: Vec<SetMatches>,
     /// The slots of the patterns that match the current line.
     slots: Vec<usize>,
-    matcher: Matcher<'r>,
+    /// The lines that matched, kept until the scan is done: only then is a line's number in the
+    /// whole log known, and with it whether the line was code a traceback showed.
+    matched: Vec<HeldLine>,
+}
+
+/// A window line that matched a detector pattern, and the slots it matched.
+struct HeldLine {
+    number: u64,
+    meta: LineMeta,
+    text: String,
+    slots: Vec<usize>,
 }
 
 impl LineSink for DetectorLines<'_> {
     fn line(&mut self, line: &Line<'_>) {
         self.automata
             .matches(line.text.as_bytes(), &mut self.matches, &mut self.slots);
-        self.matcher.record(line, &self.slots);
+        if !self.slots.is_empty() {
+            self.matched.push(HeldLine {
+                number: line.number,
+                meta: line.meta,
+                text: line.text.to_owned(),
+                slots: self.slots.clone(),
+            });
+        }
     }
 }
 

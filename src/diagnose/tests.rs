@@ -99,6 +99,35 @@ AssertionError: Torch not compiled with CUDA enabled
 }
 
 #[test]
+fn the_strings_a_traceback_shows_around_a_frame_are_not_read_as_failures() {
+    // accelerate's list of the errors it retries on, shown by IPython and by rich around the
+    // frame that raised an unrelated error
+    let ipython = "---------------------------------------------------------------------------
+KeyError                                  Traceback (most recent call last)
+File ~/envs/a/lib/python3.10/site-packages/accelerate/utils/memory.py:95, in should_reduce_batch_size(exception)
+     91 _statements = [
+     92     \"CUDA out of memory.\",  # CUDA OOM
+     93     \"cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.\",  # CUDNN SNAFU
+     94 ]
+---> 95 return batch[\"labels\"]
+
+KeyError: 'labels'
+";
+    let rich =
+        "│ /envs/a/lib/python3.10/site-packages/accelerate/utils/memory.py:95 in should_reduce_batch_size   │
+│                                                                                                  │
+│    92 │   │   \"CUDA out of memory.\",  # CUDA OOM                                               │
+│    93 │   │   \"cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.\",  # CUDNN SNAFU                        │
+│ ❱  95 │   return batch[\"labels\"]                                                               │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────╯
+KeyError: 'labels'
+";
+    for log in [ipython, rich] {
+        assert_eq!(classes(&analyze_str(&rules(), log)), Vec::<&str>::new(), "{log}");
+    }
+}
+
+#[test]
 fn the_fingerprint_ignores_numbers_paths_and_line_numbers() {
     let a = analyze_str(
         &rules(),

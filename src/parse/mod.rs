@@ -160,12 +160,18 @@ pub struct Parsed {
     pub events: Vec<Event>,
     /// Problems met; parsing went on.
     pub warnings: Vec<Warning>,
+    /// The lines (ascending) that were source code a traceback shows around a frame, which
+    /// nothing may take for what the program printed.
+    #[serde(skip)]
+    pub code_lines: Vec<u64>,
 }
 
 /// The streaming parser: a [`LineSink`] that turns lines into events.
 #[derive(Debug, Default)]
 pub struct Parser {
     out: Collector,
+    /// The lines read so far that were code a traceback shows around a frame.
+    code_lines: Vec<u64>,
     tracebacks: traceback::Tracebacks,
     cpp: cpp::CppTraces,
     children: child::ChildFailures,
@@ -194,21 +200,27 @@ impl Parser {
             bytes: stats.bytes,
             events,
             warnings: all,
+            code_lines: self.code_lines,
         }
     }
 
     /// Reads `line`, whose matching triggers someone else found: `triggers` are indices into
     /// [`trigger_patterns`], ascending.
-    pub fn triggered_line(&mut self, line: &Line<'_>, triggers: impl IntoIterator<Item = usize>) {
+    pub fn triggered_line<T>(&mut self, line: &Line<'_>, triggers: T)
+    where
+        T: IntoIterator<Item = usize>,
+        T::IntoIter: Clone,
+    {
+        let triggers = triggers.into_iter();
         let extractors = EXTRACTORS.len();
         let tb = extractors + traceback::TRIGGERS.len();
         let cpp = tb + cpp::TRIGGERS.len();
         let child = cpp + child::TRIGGERS.len();
         let wrapped = child + wrapped::TRIGGERS.len();
         let mut starts = Starts::default();
-        for i in triggers {
+        for i in triggers.clone() {
             match i {
-                i if i < extractors => (EXTRACTORS[i].handle)(&mut self.out, line),
+                i if i < extractors => {}
                 i if i < tb => starts.traceback = true,
                 i if i < cpp => starts.cpp = true,
                 i if i < child => starts.child = true,
@@ -216,14 +228,24 @@ impl Parser {
                 _ => {}
             }
         }
+        // The traceback reads the line first: it knows whether the line is code shown around a
+        // frame, whose words (a message in a string, a status in a list) did not happen.
         self.tracebacks.line(&mut self.out, line, starts.traceback);
+        if self.read_code_context() {
+            self.code_lines.push(line.number);
+        } else {
+            for i in triggers.take_while(|&i| i < extractors) {
+                (EXTRACTORS[i].handle)(&mut self.out, line);
+            }
+        }
         self.cpp.line(&mut self.out, line, starts.cpp);
         self.children.line(&mut self.out, line, starts.child);
         self.wrapped.line(&mut self.out, line, starts.wrapped);
     }
 
-    /// Whether the line just read was source code a traceback shows around a frame (IPython's
-    /// numbered context lines), which no rule should take for what the program printed.
+    /// Whether the line just read was source code a traceback shows around a frame (rich's and
+    /// IPython's context lines), which neither the parser nor a rule takes for what the program
+    /// printed.
     pub fn read_code_context(&self) -> bool {
         self.tracebacks.last_was_context()
     }

@@ -208,7 +208,7 @@ pub struct Automata {
 impl Automata {
     /// Splits the set's matches on a line (ascending) into the rule patterns' ids and the
     /// parser triggers' (indices into [`crate::parse::trigger_patterns`]).
-    pub fn split<'m>(&self, matched: &'m [usize]) -> (&'m [usize], impl Iterator<Item = usize> + 'm) {
+    pub fn split<'m>(&self, matched: &'m [usize]) -> (&'m [usize], impl Iterator<Item = usize> + Clone + 'm) {
         let rule_patterns = self.rule_patterns;
         let (patterns, triggers) = matched.split_at(matched.partition_point(|&p| p < rule_patterns));
         (patterns, triggers.iter().map(move |&t| t - rule_patterns))

@@ -44,16 +44,17 @@ impl Tracebacks {
         !self.open.is_empty()
     }
 
-    /// Whether the last line fed was one of the source lines IPython prints around a frame's
-    /// current line (`    208         "Cannot re-initialize CUDA …"`): code near the failure that
-    /// did not run. The current line, marked `---->`, is not one.
+    /// Whether the last line fed was one of the source lines rich or IPython print around a
+    /// frame's current line (`│   208 │ "Cannot re-initialize CUDA …" │`, `    208  "Cannot …"`):
+    /// code near the failure that did not run. The current line, marked `❱` or `---->`, is not
+    /// one.
     pub(super) fn last_was_context(&self) -> bool {
         self.context_line
     }
 
     /// Feeds a line; `may_start` says whether it matches a trigger that can open a traceback.
     pub(super) fn line(&mut self, out: &mut Collector, line: &Line<'_>, may_start: bool) {
-        self.context_line = false;
+        self.context_line = is_rich_context_line(line.text);
         self.close_stale(out, line.number);
         let open_here = self.open.iter().any(|b| b.rank == line.rank());
         if !open_here && !may_start {
@@ -64,7 +65,7 @@ impl Tracebacks {
             let ipython = self.open[i].style == TracebackStyle::Ipython;
             match self.open[i].feed(&tb, line) {
                 Feed::Taken => {
-                    self.context_line =
+                    self.context_line |=
                         ipython && matches!(tb, TbLine::Other) && is_ipython_context_line(line.text);
                     return;
                 }
