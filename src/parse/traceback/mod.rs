@@ -35,7 +35,8 @@ pub(super) struct Tracebacks {
     open: Vec<Builder>,
     /// Origin announced for the next traceback of a rank, and the line that announced it.
     pending_origin: Vec<(Option<u32>, Origin, u64)>,
-    /// Whether the last line fed was a source line IPython prints around a frame's current line.
+    /// Whether the last line fed was a source line rich or IPython print around a frame's current
+    /// line.
     context_line: bool,
 }
 
