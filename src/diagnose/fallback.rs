@@ -9,7 +9,7 @@
 
 use crate::model::FindingOrigin;
 use crate::normalize::{Line, LineMeta};
-use crate::parse::Parsed;
+use crate::parse::{Parsed, is_rich_context_line};
 use crate::rules::matcher::{Match, Matcher};
 use crate::rules::{DetectorAutomata, LoadError, RuleSet};
 use crate::scan::{self, LineSink, SetMatches};
@@ -79,7 +79,11 @@ pub fn detect(
     let before = log_lines.saturating_sub(stats.lines);
     let mut matcher = Matcher::for_detectors(rules, automata.ids());
     for held in &sink.matched {
-        if parsed.code_lines.binary_search(&(held.number + before)).is_err() {
+        // The parser saw every line of an open traceback; a rich box's lines, told by their
+        // shape, also where the parser had no reason to read them (a box whose top was cut).
+        let code = parsed.code_lines.binary_search(&(held.number + before)).is_ok()
+            || is_rich_context_line(&held.text);
+        if !code {
             let line = Line {
                 number: held.number,
                 text: &held.text,

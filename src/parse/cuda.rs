@@ -534,9 +534,7 @@ pub(super) fn thrust_error(out: &mut Collector, line: &Line<'_>, what: &str) {
         .unwrap_or(what)
         .trim()
         .trim_end_matches('.');
-    if known_by_message(last).is_some() {
-        out.emit(line, cuda_error(last, CudaApi::Runtime, None, None));
-    }
+    runtime_message_error(out, line, last);
 }
 
 /// A program's check that prints the runtime's message alone after its place or its condition:
@@ -548,7 +546,12 @@ fn checked_message(out: &mut Collector, line: &Line<'_>) {
     let Some(c) = re.captures(line.text) else {
         return;
     };
-    let message = c["m"].trim();
+    runtime_message_error(out, line, c["m"].trim());
+}
+
+/// A CUDA error for `message`, only when it is one of the runtime's own messages: a program's
+/// text after a place or a step's name may be anything.
+fn runtime_message_error(out: &mut Collector, line: &Line<'_>, message: &str) {
     if known_by_message(message).is_some() {
         out.emit(line, cuda_error(message, CudaApi::Runtime, None, None));
     }

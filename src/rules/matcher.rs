@@ -15,7 +15,7 @@ use super::{Rule, RuleSet};
 use crate::model::{Confidence, EnvKey, Event, EventKind, EvidenceLine, FindingOrigin};
 use crate::normalize::Level;
 use crate::normalize::Line;
-use crate::parse::{Parsed, advice_kind, is_rich_context_line, is_warning_text};
+use crate::parse::{Parsed, advice_kind, is_warning_text};
 use crate::rules::version::Version;
 
 /// Hits kept at each end of a pattern's hit list.
@@ -188,10 +188,10 @@ impl<'r> Matcher<'r> {
     }
 
     /// Records that `patterns` (ids of the rule base's pattern table, or indices into the
-    /// detectors' slots) matched `line`. Advice lines and the source lines rich prints around a
-    /// frame are never recorded: neither says what happened.
+    /// detectors' slots) matched `line`; advice lines are never recorded. The caller leaves out
+    /// the lines that were code a traceback showed (`Parser::read_code_context`).
     pub fn record(&mut self, line: &Line<'_>, patterns: &[usize]) {
-        if patterns.is_empty() || advice_kind(line.text).is_some() || is_rich_context_line(line.text) {
+        if patterns.is_empty() || advice_kind(line.text).is_some() {
             return;
         }
         let seen = Seen::new(line);
