@@ -246,7 +246,7 @@ fn thread_after_cut_block(text: &str) -> Option<&str> {
 }
 
 /// The event of an assertion seen for the first time.
-fn new_assert(id: AssertId<'_>, function: Option<String>) -> CudaAssert {
+pub(super) fn new_assert(id: AssertId<'_>, function: Option<String>) -> CudaAssert {
     CudaAssert {
         file: id.file.map(str::to_owned),
         source_line: id.source_line,

@@ -122,6 +122,7 @@ struct Starts {
     cpp: bool,
     child: bool,
     wrapped: bool,
+    wrapped_tail: bool,
 }
 
 /// Every trigger, in dispatch order (the extractors' first, then those that can open a
@@ -224,6 +225,7 @@ impl Parser {
                 i if i < tb => starts.traceback = true,
                 i if i < cpp => starts.cpp = true,
                 i if i < child => starts.child = true,
+                i if i < wrapped && i - child == wrapped::TAIL => starts.wrapped_tail = true,
                 i if i < wrapped => starts.wrapped = true,
                 _ => {}
             }
@@ -240,7 +242,8 @@ impl Parser {
         }
         self.cpp.line(&mut self.out, line, starts.cpp);
         self.children.line(&mut self.out, line, starts.child);
-        self.wrapped.line(&mut self.out, line, starts.wrapped);
+        self.wrapped
+            .line(&mut self.out, line, starts.wrapped, starts.wrapped_tail);
     }
 
     /// Whether the line just read was source code a traceback shows around a frame (rich's and
