@@ -38,7 +38,7 @@ struct Entry {
     torch: Option<String>,
     transformers: Option<String>,
     /// … or another runtime's (`framework_steps.py`): `tensorflow`, `jax`, `onnxruntime`,
-    /// `paddle`, `mxnet` or `lightning` (with the torch under it), and its version.
+    /// `paddle`, `mxnet`, or `lightning` / `diffusers` (with the torch under it), and its version.
     framework: Option<String>,
     version: Option<String>,
     keras: Option<String>,
@@ -189,13 +189,22 @@ fn the_manifest_lists_every_log_of_the_folder_and_names_the_versions_in_each_fil
 }
 
 #[test]
-fn the_other_runtimes_logs_cover_tensorflow_jax_onnx_runtime_paddle_mxnet_and_lightning_with_decoys() {
+fn the_other_runtimes_logs_cover_tensorflow_jax_onnx_runtime_paddle_mxnet_lightning_and_diffusers_with_decoys()
+ {
     let [frameworks, _] = folders();
     let entries = manifest(&frameworks).log;
     let runtimes: BTreeSet<&str> = entries.iter().filter_map(|e| e.framework.as_deref()).collect();
     assert_eq!(
         runtimes,
-        BTreeSet::from(["jax", "lightning", "mxnet", "onnxruntime", "paddle", "tensorflow"])
+        BTreeSet::from([
+            "diffusers",
+            "jax",
+            "lightning",
+            "mxnet",
+            "onnxruntime",
+            "paddle",
+            "tensorflow"
+        ])
     );
     for runtime in runtimes {
         assert!(

@@ -1,6 +1,6 @@
-"""Failing steps of TensorFlow / Keras, JAX, ONNX Runtime, PaddlePaddle, MXNet and Lightning whose error
-wordings come from host code, one per process: the other runtimes' words for the classes
-`steps.py` makes torch print.
+"""Failing steps of TensorFlow / Keras, JAX, ONNX Runtime, PaddlePaddle, MXNet, Lightning and
+diffusers whose error wordings come from host code, one per process: the other runtimes' words for
+the classes `steps.py` makes torch print.
 
     python tests/drift/framework_steps.py NAME     run the step NAME: it fails, and its error ends the process
     python tests/drift/framework_steps.py --list   print every step as NAME CLASS CONFIDENCE FRAMEWORK [ALSO...]
@@ -15,8 +15,11 @@ dimensions differ, a Gather past its table); PaddlePaddle's and MXNet's run the 
 their CPU packages (MXNet's embedding clamps ids, so it has no index step; its parameters loaded
 into a head of another size stand for the checkpoint class); Lightning's fit the same mistakes inside
 a LightningModule on the CPU, with the progress bar and summaries a Trainer prints (Lightning 2 or
-pytorch_lightning 1.x, whichever is installed). FRAMEWORK is `tensorflow`, `jax`, `onnxruntime`,
-`paddle`, `mxnet` or `lightning`: the generator (`generate_frameworks.py`) names each log after
+pytorch_lightning 1.x, whichever is installed); diffusers' build small UNets here (no download) and
+make the same mistakes with them: a saved UNet loaded with another number of channels, a latent
+of other channels, text embeddings of another width, a bfloat16 UNet given float32, a class label
+past the classes, a GPU asked of a machine with none. FRAMEWORK is `tensorflow`, `jax`,
+`onnxruntime`, `paddle`, `mxnet`, `lightning` or `diffusers`: the generator (`generate_frameworks.py`) names each log after
 that framework's version.
 """
 
@@ -527,6 +530,97 @@ def lightning_missing_checkpoint_decoy():
     _fit(_classifier(100, 3)(), ckpt_path="/nonexistent/last.ckpt")
 
 
+# ---------------------------------------------------------------- diffusers
+
+
+def _unet(**config):
+    """A small UNet2DModel built here (no download): 3 channels, two blocks, one with attention."""
+    from diffusers import UNet2DModel
+
+    base = dict(
+        sample_size=16,
+        in_channels=3,
+        out_channels=3,
+        layers_per_block=1,
+        block_out_channels=(32, 64),
+        down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+        up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+        norm_num_groups=8,
+    )
+    base.update(config)
+    return UNet2DModel(**base)
+
+
+def diffusers_checkpoint_channels():
+    """A UNet saved with 3 output channels loaded as one with 4."""
+    import tempfile
+
+    from diffusers import UNet2DModel
+
+    path = tempfile.mkdtemp()
+    _unet().save_pretrained(path)
+    UNet2DModel.from_pretrained(path, out_channels=4)
+
+
+def diffusers_sample_channels():
+    """A UNet for 3-channel images given a 4-channel latent."""
+    import torch
+
+    _unet()(torch.randn(1, 4, 16, 16), timestep=1)
+
+
+def diffusers_cross_attention_width():
+    """A conditional UNet with a cross-attention width of 32 given text embeddings 64 wide."""
+    import torch
+    from diffusers import UNet2DConditionModel
+
+    unet = UNet2DConditionModel(
+        sample_size=16,
+        in_channels=4,
+        out_channels=4,
+        layers_per_block=1,
+        block_out_channels=(32, 64),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=32,
+        attention_head_dim=8,
+        norm_num_groups=8,
+    )
+    unet(torch.randn(1, 4, 16, 16), 1, encoder_hidden_states=torch.randn(1, 7, 64))
+
+
+def diffusers_half_unet_float_sample():
+    """A UNet cast to bfloat16 given a float32 sample."""
+    import torch
+
+    _unet().to(torch.bfloat16)(torch.randn(1, 3, 16, 16), timestep=1)
+
+
+def diffusers_class_label_past_classes():
+    """A class-conditional UNet for 10 classes given the label 12."""
+    import torch
+
+    _unet(num_class_embeds=10)(torch.randn(1, 3, 16, 16), timestep=1, class_labels=torch.tensor([12]))
+
+
+def diffusers_unet_to_gpu_without_gpu():
+    """A UNet moved to a GPU on a machine with none."""
+    _unet().to("cuda")
+
+
+def diffusers_missing_weights_decoy():
+    """A folder with the model's config and no weights: no GPU cause."""
+    import os
+    import tempfile
+
+    from diffusers import UNet2DModel
+
+    path = tempfile.mkdtemp()
+    _unet().save_config(path)
+    assert os.path.exists(os.path.join(path, "config.json"))
+    UNet2DModel.from_pretrained(path)
+
+
 SHAPE, DTYPE, INDEX, NAN = "torch.shape_mismatch", "torch.dtype_mismatch", "cpu.index_error", "torch.nan_inf"
 
 STEPS = {
@@ -579,6 +673,13 @@ STEPS = {
     "lightning_detect_anomaly_nan": Step(lightning_detect_anomaly_nan, NAN, "high", "lightning"),
     "lightning_target_past_classes": Step(lightning_target_past_classes, INDEX, "high", "lightning"),
     "lightning_missing_checkpoint_decoy": Step(lightning_missing_checkpoint_decoy, "none", "-", "lightning"),
+    "diffusers_checkpoint_channels": Step(diffusers_checkpoint_channels, "hf.checkpoint_size_mismatch", "high", "diffusers"),
+    "diffusers_sample_channels": Step(diffusers_sample_channels, SHAPE, "high", "diffusers"),
+    "diffusers_cross_attention_width": Step(diffusers_cross_attention_width, SHAPE, "high", "diffusers"),
+    "diffusers_half_unet_float_sample": Step(diffusers_half_unet_float_sample, DTYPE, "high", "diffusers"),
+    "diffusers_class_label_past_classes": Step(diffusers_class_label_past_classes, INDEX, "high", "diffusers"),
+    "diffusers_unet_to_gpu_without_gpu": Step(diffusers_unet_to_gpu_without_gpu, "cuda.not_available", "high", "diffusers"),
+    "diffusers_missing_weights_decoy": Step(diffusers_missing_weights_decoy, "none", "-", "diffusers"),
 }
 
 

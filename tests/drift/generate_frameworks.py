@@ -1,5 +1,5 @@
 """Drift fixtures of the other runtimes: the failing steps of ``framework_steps.py`` (TensorFlow /
-Keras, JAX, ONNX Runtime, PaddlePaddle, MXNet and Lightning) run under an interpreter that has them.
+Keras, JAX, ONNX Runtime, PaddlePaddle, MXNet, Lightning and diffusers) run under an interpreter that has them.
 
     python3 tests/drift/generate_frameworks.py run PYTHON...      run every step under each Python and
                                                                   write the logs + manifest
@@ -8,7 +8,8 @@ Keras, JAX, ONNX Runtime, PaddlePaddle, MXNet and Lightning) run under an interp
 
 Like ``generate.py``: each step runs in its own process, everything it prints is its log
 (``tests/fixtures/drift/frameworks/STEP-tensorflowX.log``, ``STEP-jaxX.log``,
-``STEP-onnxruntimeX.log``, ``STEP-paddleX.log``, ``STEP-mxnetX.log`` or ``STEP-lightningX.log``), and
+``STEP-onnxruntimeX.log``, ``STEP-paddleX.log``, ``STEP-mxnetX.log``, ``STEP-lightningX.log`` or
+``STEP-diffusersX.log``), and
 ``manifest.toml`` beside the logs lists the class, confidence and versions of each; entries of
 logs not written by this run are kept. ``check`` is the blind measurement: run it with the rules
 as they are before changing any for these logs.
@@ -33,15 +34,15 @@ def v(name):
         return m.version(name)
     except m.PackageNotFoundError:
         return ""
-print(v("tensorflow") or v("tensorflow-cpu"), v("keras"), v("jax"), v("jaxlib"), v("onnxruntime"), v("paddlepaddle"), v("mxnet"), v("lightning") or v("pytorch-lightning"), v("torch"), ".".join(map(str, sys.version_info[:3])), sep="|")
+print(v("tensorflow") or v("tensorflow-cpu"), v("keras"), v("jax"), v("jaxlib"), v("onnxruntime"), v("paddlepaddle"), v("mxnet"), v("lightning") or v("pytorch-lightning"), v("diffusers"), v("torch"), ".".join(map(str, sys.version_info[:3])), sep="|")
 """
 KEYS = ["file", "step", "class", "also", "confidence", "framework", "version", "keras", "jaxlib", "torch", "python"]
 
 
 def versions(python):
     out = subprocess.run([python, "-c", VERSIONS], capture_output=True, text=True, check=True, env=job_env())
-    tf, keras, jax, jaxlib, ort, paddle, mxnet, lightning, torch, py = out.stdout.strip().split("|")
-    return {"tensorflow": tf, "keras": keras, "jax": jax, "jaxlib": jaxlib, "onnxruntime": ort, "paddle": paddle, "mxnet": mxnet, "lightning": lightning, "torch": torch, "python": py}
+    tf, keras, jax, jaxlib, ort, paddle, mxnet, lightning, diffusers, torch, py = out.stdout.strip().split("|")
+    return {"tensorflow": tf, "keras": keras, "jax": jax, "jaxlib": jaxlib, "onnxruntime": ort, "paddle": paddle, "mxnet": mxnet, "lightning": lightning, "diffusers": diffusers, "torch": torch, "python": py}
 
 
 def steps(python):
@@ -56,7 +57,7 @@ def run(pythons, only=None):
     entries = read_manifest(MANIFEST)
     for python in pythons:
         v = versions(python)
-        found = ", ".join(f"{k} {v[k] or '-'}" for k in ("tensorflow", "keras", "jax", "onnxruntime", "paddle", "mxnet", "lightning"))
+        found = ", ".join(f"{k} {v[k] or '-'}" for k in ("tensorflow", "keras", "jax", "onnxruntime", "paddle", "mxnet", "lightning", "diffusers"))
         print(f"== {python}: {found}")
         for step in steps(python):
             if only is not None and step["step"] not in only:
@@ -80,7 +81,7 @@ def run(pythons, only=None):
                 entry["keras"] = v["keras"]
             elif step["framework"] == "jax":
                 entry["jaxlib"] = v["jaxlib"]
-            elif step["framework"] == "lightning":
+            elif step["framework"] in ("lightning", "diffusers"):
                 entry["torch"] = v["torch"]
             entries[name] = entry
             print(f"   {name}")
