@@ -533,19 +533,20 @@ def lightning_missing_checkpoint_decoy():
 # ---------------------------------------------------------------- diffusers
 
 
+# The size of every UNet built here: 16 x 16 samples, two blocks of one layer.
+_SMALL_UNET = dict(sample_size=16, layers_per_block=1, block_out_channels=(32, 64), norm_num_groups=8)
+
+
 def _unet(**config):
     """A small UNet2DModel built here (no download): 3 channels, two blocks, one with attention."""
     from diffusers import UNet2DModel
 
     base = dict(
-        sample_size=16,
+        _SMALL_UNET,
         in_channels=3,
         out_channels=3,
-        layers_per_block=1,
-        block_out_channels=(32, 64),
         down_block_types=("DownBlock2D", "AttnDownBlock2D"),
         up_block_types=("AttnUpBlock2D", "UpBlock2D"),
-        norm_num_groups=8,
     )
     base.update(config)
     return UNet2DModel(**base)
@@ -575,16 +576,13 @@ def diffusers_cross_attention_width():
     from diffusers import UNet2DConditionModel
 
     unet = UNet2DConditionModel(
-        sample_size=16,
+        **_SMALL_UNET,
         in_channels=4,
         out_channels=4,
-        layers_per_block=1,
-        block_out_channels=(32, 64),
         down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
         up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
         cross_attention_dim=32,
         attention_head_dim=8,
-        norm_num_groups=8,
     )
     unet(torch.randn(1, 4, 16, 16), 1, encoder_hidden_states=torch.randn(1, 7, 64))
 
